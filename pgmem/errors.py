@@ -1,0 +1,85 @@
+"""pgmem's exceptions: one root, so callers catch :class:`PgmemError` and never a driver error.
+
+Each class's docstring is its default message. Errors from psycopg are translated in one place,
+:func:`wrap_db_errors`, and raised ``from`` the driver's exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import psycopg
+
+
+class PgmemError(Exception):
+    """pgmem failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class InvalidInputError(PgmemError, ValueError):
+    """An argument is not valid."""
+
+
+class ScopeError(InvalidInputError):
+    """Give at least one of user_id, agent_id or run_id."""
+
+
+class FilterError(InvalidInputError):
+    """The metadata filter is not valid."""
+
+
+class NotFoundError(PgmemError, LookupError):
+    """No memory has this id in this tenant."""
+
+
+class EmbeddingError(PgmemError):
+    """The embedder returned unusable vectors."""
+
+
+class DimensionMismatchError(EmbeddingError):
+    """The embedder's dimension differs from the schema's."""
+
+
+class SchemaError(PgmemError):
+    """The database schema is missing or does not match this version of pgmem."""
+
+
+class PgvectorError(SchemaError):
+    """pgvector is missing from the server, or too old (pgmem needs 0.5 or newer)."""
+
+
+class ConfigurationError(PgmemError):
+    """pgmem is not configured correctly."""
+
+
+class DatabaseError(PgmemError):
+    """The database reported an error."""
+
+
+class ConnectionLostError(DatabaseError):
+    """The connection to PostgreSQL failed or was closed by the server."""
+
+
+class QueryTimeoutError(DatabaseError):
+    """A statement ran longer than the server's statement_timeout and was cancelled."""
+
+
+def translate(exc: psycopg.Error) -> DatabaseError:
+    """The :class:`DatabaseError` subclass that stands for a psycopg error."""
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        return QueryTimeoutError(f"statement cancelled: {exc}")
+    if isinstance(exc, psycopg.OperationalError):
+        return ConnectionLostError(f"connection to PostgreSQL failed: {exc}")
+    return DatabaseError(f"{type(exc).__name__}: {exc}")
+
+
+@contextlib.contextmanager
+def wrap_db_errors() -> Iterator[None]:
+    """Raise psycopg errors from inside the block as :class:`DatabaseError` subclasses."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise translate(exc) from exc

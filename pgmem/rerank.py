@@ -1,0 +1,64 @@
+"""Rerankers: reorder the fused top results (step 9). Any object with
+``rerank(query, hits, limit) -> hits`` will do; a failing reranker never fails a search."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pgmem.errors import ConfigurationError
+from pgmem.results import SearchHit
+
+DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Reorders search hits for a query."""
+
+    def rerank(self, query: str, hits: Sequence[SearchHit], limit: int) -> list[SearchHit]:
+        """The best ``limit`` of ``hits`` for ``query``, best first."""
+        ...
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers CrossEncoder scoring (query, memory text) pairs.
+
+    ``model`` is a local path or a model name; loaded on first use. Each returned hit keeps its
+    fused score and breakdown, with the cross-encoder's score in ``explain.rerank_score``.
+    """
+
+    def __init__(self, model: str = DEFAULT_CROSS_ENCODER, *, device: str = "cpu") -> None:
+        self.model_name = model
+        self.device = device
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> Any:
+        """The loaded CrossEncoder."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    try:
+                        from sentence_transformers import CrossEncoder
+                    except ImportError as exc:
+                        raise ConfigurationError(
+                            "sentence-transformers is not installed: pip install 'pgmem[embeddings]'"
+                        ) from exc
+                    self._model = CrossEncoder(self.model_name, device=self.device)
+        return self._model
+
+    def rerank(self, query: str, hits: Sequence[SearchHit], limit: int) -> list[SearchHit]:
+        """``hits`` sorted by the cross-encoder's score of (query, text), best ``limit``."""
+        if not hits:
+            return []
+        scores = self.model.predict([(query, hit.text) for hit in hits], show_progress_bar=False)
+        scored = [
+            dataclasses.replace(hit, explain=dataclasses.replace(hit.explain, rerank_score=float(s)))
+            for hit, s in zip(hits, scores)
+        ]
+        scored.sort(key=lambda h: h.explain.rerank_score or 0.0, reverse=True)
+        return scored[:limit]

@@ -1,0 +1,72 @@
+"""What pgmem returns: frozen records with named fields."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """A stored memory."""
+
+    id: uuid.UUID
+    text: str
+    user_id: str | None
+    agent_id: str | None
+    run_id: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    tenant: str = "default"
+
+
+@dataclass(frozen=True)
+class EntityHit:
+    """A query entity's link to a memory: the stored entity's name, the similarity of the
+    two, and how many memories in the searched scope the entity links to."""
+
+    name: str
+    similarity: float
+    spread: int
+
+
+@dataclass(frozen=True)
+class Explain:
+    """How a search hit's score was made (see :mod:`pgmem.scoring`).
+
+    ``score = (semantic + keyword + entity) / max_possible``. ``keyword_raw`` is the score
+    before the sigmoid (None when no query term matched); ``legs`` names the legs that found the
+    memory; ``signals`` the signals this query could use, and ``notes`` why one could not.
+    """
+
+    semantic: float
+    keyword_raw: float | None
+    keyword: float
+    entity: float
+    max_possible: float
+    score: float
+    keyword_score: str
+    entity_hits: tuple[EntityHit, ...] = ()
+    legs: tuple[str, ...] = ()
+    signals: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    rerank_score: float | None = None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result: the memory, its final score and the score's breakdown."""
+
+    id: uuid.UUID
+    text: str
+    user_id: str | None
+    agent_id: str | None
+    run_id: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    score: float
+    explain: Explain = field(repr=False)

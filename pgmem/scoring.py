@@ -1,0 +1,173 @@
+"""How search scores are made: keyword normalisation, entity boosts and fusion.
+
+A pure module (no database, no models) so that every constant can be read, tested and tuned in
+one place. The SQL statement only collects raw signals; this module turns them into a score.
+
+    score = (semantic + keyword + entity) / max_possible
+
+- ``semantic``: cosine similarity of the query and memory embeddings; a candidate below the
+  threshold is dropped whatever its other signals.
+- ``keyword``: a BM25 score (or a calibrated ``ts_rank_cd``) squashed to 0..1 by a sigmoid whose
+  midpoint and steepness depend on the number of query terms (:data:`KEYWORD_SIGMOID_TABLE`).
+- ``entity``: the best ``similarity * ENTITY_WEIGHT * spread_attenuation(n)`` over the query
+  entities that link to the memory, where ``n`` is how many memories in the searched scope the
+  entity links to: common entities boost little.
+- ``max_possible``: 1.0, plus 1.0 when the query has keyword terms, plus ENTITY_WEIGHT when it
+  has entities; so scores stay comparable whether or not a signal could contribute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# (largest number of query terms, sigmoid midpoint, steepness); the last row has no upper bound.
+# Fitted to Okapi BM25 scores, which typically run from 0 to 20 and more.
+KEYWORD_SIGMOID_TABLE: tuple[tuple[int | None, float, float], ...] = (
+    (3, 5.0, 0.7),
+    (6, 7.0, 0.6),
+    (9, 9.0, 0.5),
+    (15, 10.0, 0.5),
+    (None, 12.0, 0.5),
+)
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+# ts_rank_cd is about 0.1 per matching term, with no IDF and no saturation. This factor maps it
+# onto the BM25 scale of the sigmoid table (measured on the dev data; see docs/benchmarks.md).
+RANK_CD_SCALE = 50.0
+
+KEYWORD_SCORES = ("bm25", "ts_rank_cd")
+
+ENTITY_WEIGHT = 0.5
+ENTITY_MIN_SIMILARITY = 0.5
+SPREAD_DECAY = 0.001
+MAX_QUERY_ENTITIES = 8
+# Known entities fetched per query entity before the similarity cut.
+ENTITY_NEIGHBOURS = 16
+
+SEMANTIC_WEIGHT = 1.0
+KEYWORD_WEIGHT = 1.0
+
+
+def internal_limit(limit: int) -> int:
+    """How many candidates each leg fetches so that filtering still leaves ``limit``."""
+    return max(limit * 4, 60)
+
+
+def sigmoid_params(n_terms: int) -> tuple[float, float]:
+    """The (midpoint, steepness) of the keyword sigmoid for a query of ``n_terms`` terms."""
+    for max_terms, midpoint, steepness in KEYWORD_SIGMOID_TABLE:
+        if max_terms is None or n_terms <= max_terms:
+            return midpoint, steepness
+    raise AssertionError("the last row of KEYWORD_SIGMOID_TABLE has no upper bound")
+
+
+def sigmoid(x: float, midpoint: float, steepness: float) -> float:
+    """``1 / (1 + exp(-steepness * (x - midpoint)))``, safe for any finite ``x``."""
+    z = -steepness * (x - midpoint)
+    if z > 700:  # exp overflows past ~709
+        return 0.0
+    return 1.0 / (1.0 + math.exp(z))
+
+
+def keyword_raw(bm25: float | None, rank_cd: float | None, keyword_score: str) -> float | None:
+    """The raw keyword score on the BM25 scale, or None when the memory did not match."""
+    if keyword_score == "bm25":
+        return bm25
+    return None if rank_cd is None else rank_cd * RANK_CD_SCALE
+
+
+def normalize_keyword(raw: float | None, n_terms: int) -> float:
+    """A raw keyword score squashed to 0..1; 0 for a memory that matched no query term."""
+    if raw is None or raw <= 0:
+        return 0.0
+    return sigmoid(raw, *sigmoid_params(n_terms))
+
+
+def spread_attenuation(n: int) -> float:
+    """The weight of an entity that links to ``n`` memories in the searched scope."""
+    return 1.0 / (1.0 + SPREAD_DECAY * (n - 1) ** 2)
+
+
+def entity_boost(hits: Iterable[tuple[float, int]]) -> float:
+    """The best boost over (similarity, spread) pairs of the query entities linked to a memory."""
+    return max(
+        (similarity * ENTITY_WEIGHT * spread_attenuation(spread) for similarity, spread in hits),
+        default=0.0,
+    )
+
+
+def max_possible(keyword_active: bool, entity_active: bool, semantic_active: bool = True) -> float:
+    """The largest score a memory could reach given which signals this query has."""
+    return (
+        (SEMANTIC_WEIGHT if semantic_active else 0.0)
+        + (KEYWORD_WEIGHT if keyword_active else 0.0)
+        + (ENTITY_WEIGHT if entity_active else 0.0)
+    )
+
+
+@dataclass(frozen=True)
+class Signals:
+    """The raw signals of one candidate, as the search statement returns them."""
+
+    key: object
+    semantic: float
+    keyword_raw: float | None
+    entity_hits: tuple[tuple[float, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A candidate's score and how it was made."""
+
+    key: object
+    semantic: float
+    keyword_raw: float | None
+    keyword: float
+    entity: float
+    max_possible: float
+    score: float
+
+
+def fuse(
+    candidates: Sequence[Signals],
+    *,
+    n_terms: int,
+    keyword_active: bool,
+    entity_active: bool,
+    threshold: float,
+    limit: int,
+    semantic_active: bool = True,
+) -> list[Fused]:
+    """Gate on the semantic threshold, score, sort best first and cut to ``limit``.
+
+    Ties keep the order of ``candidates``. With ``semantic_active`` false (keyword-only
+    measurements) there is no threshold gate and similarity does not count.
+    """
+    denominator = max_possible(keyword_active, entity_active, semantic_active)
+    if denominator == 0:
+        return []
+    fused = []
+    for c in candidates:
+        if semantic_active and c.semantic < threshold:
+            continue
+        keyword = normalize_keyword(c.keyword_raw, n_terms) if keyword_active else 0.0
+        entity = entity_boost(c.entity_hits) if entity_active else 0.0
+        semantic = SEMANTIC_WEIGHT * c.semantic if semantic_active else 0.0
+        total = semantic + KEYWORD_WEIGHT * keyword + entity
+        fused.append(
+            Fused(
+                key=c.key,
+                semantic=c.semantic,
+                keyword_raw=c.keyword_raw,
+                keyword=keyword,
+                entity=entity,
+                max_possible=denominator,
+                score=total / denominator,
+            )
+        )
+    fused.sort(key=lambda f: f.score, reverse=True)
+    return fused[:limit]

@@ -1,0 +1,126 @@
+"""Checks on caller input, before any model or database work. Pure functions."""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pgmem.errors import InvalidInputError, ScopeError
+
+MAX_TEXT_LENGTH = 10_000  # characters; Memory(max_text_length=...) changes it
+MAX_LIMIT = 1000
+MAX_SCOPE_LENGTH = 255
+MAX_METADATA_BYTES = 64_000
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which memories a call is about: a tenant and at least one of user, agent and run."""
+
+    tenant: str
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+
+    def params(self) -> dict[str, str | None]:
+        """The scope as the named SQL parameters of the ``scope`` block."""
+        return {
+            "tenant": self.tenant,
+            "user_id": self.user_id,
+            "agent_id": self.agent_id,
+            "run_id": self.run_id,
+        }
+
+
+def scope(
+    tenant: str, user_id: str | None, agent_id: str | None, run_id: str | None
+) -> Scope:
+    """A checked :class:`Scope`. Raises ScopeError when none of the three ids is given."""
+    checked = {
+        name: _identifier(name, value)
+        for name, value in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id))
+    }
+    if all(v is None for v in checked.values()):
+        raise ScopeError()
+    return Scope(tenant=_identifier("tenant", tenant) or "", **checked)
+
+
+def _identifier(name: str, value: object) -> str | None:
+    if value is None and name != "tenant":
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError(f"{name} must not be empty")
+    if len(value) > MAX_SCOPE_LENGTH:
+        raise InvalidInputError(f"{name} is longer than {MAX_SCOPE_LENGTH} characters")
+    if "\x00" in value:
+        raise InvalidInputError(f"{name} contains a NUL character")
+    return value
+
+
+def text(value: object, *, what: str = "text", max_length: int = MAX_TEXT_LENGTH) -> str:
+    """A memory text or query: a non-blank string without NUL, at most ``max_length`` long."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError(f"{what} is empty")
+    if "\x00" in value:
+        raise InvalidInputError(f"{what} contains a NUL character, which PostgreSQL cannot store")
+    if len(value) > max_length:
+        raise InvalidInputError(
+            f"{what} has {len(value)} characters; the maximum is {max_length}"
+        )
+    return value
+
+
+def limit(value: object) -> int:
+    """A result count from 1 to MAX_LIMIT."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidInputError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}")
+    return value
+
+
+def threshold(value: object) -> float:
+    """A semantic similarity threshold in [0, 1]."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= 1
+    ):
+        raise InvalidInputError(f"threshold must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
+def metadata(value: object) -> dict[str, Any]:
+    """A JSON object of at most MAX_METADATA_BYTES, with no NUL and no NaN or infinity."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"metadata must be a dict, got {type(value).__name__}")
+    try:
+        encoded = json.dumps(dict(value), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"metadata is not JSON-serialisable: {exc}") from exc
+    if "\\u0000" in encoded:
+        raise InvalidInputError("metadata contains a NUL character, which PostgreSQL cannot store")
+    if len(encoded.encode()) > MAX_METADATA_BYTES:
+        raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
+    return dict(value)
+
+
+def memory_id(value: object) -> uuid.UUID:
+    """A memory id: a UUID or its string form. A malformed id cannot name a memory."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise InvalidInputError(f"{value!r} is not a memory id (a UUID)")

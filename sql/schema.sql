@@ -1,0 +1,77 @@
+-- The pgmem schema as it stands at the newest migration, written to be read.
+-- Created here with the defaults: schema `pgmem`, embedding dimension 384. Alembic
+-- (migrations/) is what creates it in a database; tests/test_migrations.py checks that this file
+-- and the migrations produce the same catalog.
+--
+-- Every table carries `tenant`, the distribution column for Citus (docs/scaling.md): it leads
+-- every primary key, unique constraint and foreign key, and every query filters on it.
+
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE SCHEMA IF NOT EXISTS pgmem;
+
+-- One memory: a short text in a scope (user, agent and/or run).
+CREATE TABLE pgmem.memories (
+    tenant        text        NOT NULL DEFAULT 'default',
+    id            uuid        NOT NULL DEFAULT gen_random_uuid(),
+    user_id       text,
+    agent_id      text,
+    run_id        text,
+    text          text        NOT NULL,
+    content_hash  text        NOT NULL,             -- sha256 of the text, hex
+    metadata      jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    embedding     vector(384) NOT NULL,
+    lexemes       tsvector    NOT NULL,             -- lemmas with their positions
+    lexeme_count  integer     NOT NULL,             -- document length for the BM25 score
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT memories_pkey PRIMARY KEY (tenant, id),
+    CONSTRAINT memories_scope_check
+        CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL)
+);
+CREATE INDEX memories_embedding_idx ON pgmem.memories USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX memories_lexemes_idx ON pgmem.memories USING gin (lexemes);
+CREATE INDEX memories_user_idx ON pgmem.memories (tenant, user_id);
+CREATE INDEX memories_agent_idx ON pgmem.memories (tenant, agent_id);
+CREATE INDEX memories_run_idx ON pgmem.memories (tenant, run_id);
+CREATE INDEX memories_content_hash_idx ON pgmem.memories (tenant, content_hash);
+
+-- A named thing that memories mention, deduplicated by its normalised name.
+CREATE TABLE pgmem.entities (
+    tenant      text        NOT NULL DEFAULT 'default',
+    id          uuid        NOT NULL DEFAULT gen_random_uuid(),
+    name        text        NOT NULL,               -- normalised: case-folded, spaces collapsed
+    label       text        NOT NULL,               -- spaCy label, PROPN or QUOTED
+    embedding   vector(384) NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT entities_pkey PRIMARY KEY (tenant, id),
+    CONSTRAINT entities_name_key UNIQUE (tenant, name)
+);
+CREATE INDEX entities_embedding_idx ON pgmem.entities USING hnsw (embedding vector_cosine_ops);
+
+-- Which memory mentions which entity. Spread counts come from here by aggregate.
+CREATE TABLE pgmem.memory_entities (
+    tenant     text NOT NULL DEFAULT 'default',
+    memory_id  uuid NOT NULL,
+    entity_id  uuid NOT NULL,
+    CONSTRAINT memory_entities_pkey PRIMARY KEY (tenant, memory_id, entity_id),
+    CONSTRAINT memory_entities_memory_fkey FOREIGN KEY (tenant, memory_id)
+        REFERENCES pgmem.memories (tenant, id) ON DELETE CASCADE,
+    CONSTRAINT memory_entities_entity_fkey FOREIGN KEY (tenant, entity_id)
+        REFERENCES pgmem.entities (tenant, id) ON DELETE CASCADE
+);
+CREATE INDEX memory_entities_entity_idx ON pgmem.memory_entities (tenant, entity_id);
+
+-- Every change to a memory, written in the transaction that makes it. No foreign key: the
+-- history of a deleted memory stays.
+CREATE TABLE pgmem.history (
+    tenant      text        NOT NULL DEFAULT 'default',
+    id          bigint      GENERATED ALWAYS AS IDENTITY,
+    memory_id   uuid        NOT NULL,
+    event       text        NOT NULL,
+    old_text    text,
+    new_text    text,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT history_pkey PRIMARY KEY (tenant, id),
+    CONSTRAINT history_event_check CHECK (event IN ('ADD', 'UPDATE', 'DELETE'))
+);
+CREATE INDEX history_memory_idx ON pgmem.history (tenant, memory_id, id);
