@@ -1,0 +1,128 @@
+"""Test fixtures: one PostgreSQL server per session, a migrated template database, and a fresh
+clone of it per test (``CREATE DATABASE ... TEMPLATE``, a few ms).
+
+The server comes from ``PGMEM_TEST_DSN`` (``scripts/test-postgres.sh start`` prints one), else
+from testcontainers' ``pgvector/pgvector`` image. With neither, database tests are skipped —
+except under ``CI=true``, where that is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+import pgmem
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+HOW_TO_GET_A_SERVER = (
+    "no PostgreSQL for tests: run `eval \"$(scripts/test-postgres.sh start)\"` (sets "
+    "PGMEM_TEST_DSN) or start a Docker engine for testcontainers"
+)
+
+
+def _container_dsn() -> tuple[str, object]:
+    from testcontainers.postgres import PostgresContainer
+
+    container = PostgresContainer("pgvector/pgvector:pg17", driver=None)
+    container.start()
+    return container.get_connection_url(), container
+
+
+@pytest.fixture(scope="session")
+def server_dsn() -> Iterator[str]:
+    """A DSN for a database on the test server, with rights to create databases."""
+    dsn = os.environ.get("PGMEM_TEST_DSN")
+    container = None
+    if not dsn:
+        try:
+            dsn, container = _container_dsn()
+        except Exception as exc:  # docker.errors.DockerException when no engine answers
+            message = f"{HOW_TO_GET_A_SERVER} ({type(exc).__name__}: {exc})"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+    try:
+        psycopg.connect(dsn, connect_timeout=10).close()
+    except psycopg.Error as exc:
+        message = f"the test server at {dsn} does not answer: {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    yield dsn
+    if container is not None:
+        container.stop()  # type: ignore[attr-defined]
+
+
+def database_dsn(server_dsn: str, name: str) -> str:
+    """The DSN of database ``name`` on the test server."""
+    return make_conninfo(server_dsn, dbname=name)
+
+
+def create_database(server_dsn: str, name: str, template: str | None = None) -> str:
+    """Create database ``name`` (from ``template``) and return its DSN."""
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        query = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if template:
+            query += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+        conn.execute(query)
+    return database_dsn(server_dsn, name)
+
+
+def drop_database(server_dsn: str, name: str) -> None:
+    """Drop database ``name``, disconnecting whoever is still on it."""
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def template_database(server_dsn: str) -> Iterator[str]:
+    """A database migrated once per session, cloned by :func:`db_dsn`."""
+    name = f"pgmem_template_{os.getpid()}"
+    drop_database(server_dsn, name)
+    pgmem.migrate(create_database(server_dsn, name))
+    yield name
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture
+def empty_db_dsn(server_dsn: str) -> Iterator[str]:
+    """A new database with nothing in it."""
+    name = f"pgmem_test_{uuid.uuid4().hex[:12]}"
+    yield create_database(server_dsn, name)
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture
+def db_dsn(server_dsn: str, template_database: str) -> Iterator[str]:
+    """A fresh, migrated database for one test."""
+    name = f"pgmem_test_{uuid.uuid4().hex[:12]}"
+    yield create_database(server_dsn, name, template=template_database)
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> pgmem.SentenceTransformerEmbedder:
+    """The real MiniLM embedder, loaded once."""
+    return pgmem.SentenceTransformerEmbedder()
+
+
+@pytest.fixture(scope="session")
+def analyzer() -> pgmem.TextAnalyzer:
+    """The real spaCy pipeline, loaded once."""
+    return pgmem.TextAnalyzer()
+
+
+@pytest.fixture
+def memory(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> Iterator[pgmem.Memory]:
+    """A Memory on a fresh database with the real models."""
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        yield mem

@@ -1,0 +1,179 @@
+"""The schema: Alembic round trips, schema.sql in lock-step, the Citus key layout, and living
+beside a host application's own Alembic history."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from importlib.resources import files
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pgmem
+from pgmem.errors import ConfigurationError, SchemaError
+
+REPO = Path(__file__).resolve().parent.parent
+
+CATALOG = {
+    "columns": """
+        SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+               pg_get_expr(d.adbin, d.adrelid), a.attidentity
+          FROM pg_attribute a
+          JOIN pg_class c ON c.oid = a.attrelid
+          JOIN pg_namespace n ON n.oid = c.relnamespace
+          LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+         WHERE n.nspname = 'pgmem' AND c.relkind = 'r' AND a.attnum > 0
+           AND NOT a.attisdropped AND c.relname <> 'alembic_version'
+         ORDER BY 1, 2""",
+    "indexes": """
+        SELECT indexname, indexdef FROM pg_indexes
+         WHERE schemaname = 'pgmem' AND tablename <> 'alembic_version' ORDER BY 1""",
+    "constraints": """
+        SELECT c.relname, k.conname, pg_get_constraintdef(k.oid)
+          FROM pg_constraint k
+          JOIN pg_class c ON c.oid = k.conrelid
+          JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'pgmem' AND c.relname <> 'alembic_version'
+         ORDER BY 1, 2""",
+}
+
+
+def catalog(dsn: str) -> dict[str, list[tuple[object, ...]]]:
+    with psycopg.connect(dsn) as conn:
+        return {name: conn.execute(query).fetchall() for name, query in CATALOG.items()}
+
+
+def tables(dsn: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'pgmem'")
+        return {r[0] for r in rows}
+
+
+def test_upgrade_downgrade_upgrade_round_trips(empty_db_dsn: str) -> None:
+    pgmem.migrate(empty_db_dsn)
+    first = catalog(empty_db_dsn)
+    assert {"memories", "entities", "memory_entities", "history"} <= tables(empty_db_dsn)
+
+    pgmem.downgrade(empty_db_dsn, "base")
+    assert tables(empty_db_dsn) == {"alembic_version"}
+
+    pgmem.migrate(empty_db_dsn)
+    assert catalog(empty_db_dsn) == first
+
+
+def test_migrate_is_idempotent(db_dsn: str) -> None:
+    before = catalog(db_dsn)
+    pgmem.migrate(db_dsn)
+    assert catalog(db_dsn) == before
+
+
+def test_schema_sql_matches_the_migrations(db_dsn: str, empty_db_dsn: str) -> None:
+    schema_sql = files("pgmem.sql").joinpath("schema.sql").read_text()
+    with psycopg.connect(empty_db_dsn) as conn:
+        conn.execute(schema_sql)  # type: ignore[call-overload]
+    from_file, from_migrations = catalog(empty_db_dsn), catalog(db_dsn)
+    for part in CATALOG:
+        assert from_file[part] == from_migrations[part], part
+    assert len(from_migrations["indexes"]) >= 10
+
+
+def test_every_key_includes_the_tenant(db_dsn: str) -> None:
+    query = """
+        SELECT c.relname, k.conname, k.contype,
+               (SELECT array_agg(a.attname) FROM pg_attribute a
+                 WHERE a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)),
+               (SELECT array_agg(a.attname) FROM pg_attribute a
+                 WHERE a.attrelid = k.confrelid AND a.attnum = ANY (k.confkey))
+          FROM pg_constraint k
+          JOIN pg_class c ON c.oid = k.conrelid
+          JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'pgmem' AND k.contype IN ('p', 'u', 'f')
+           AND c.relname <> 'alembic_version'"""
+    with psycopg.connect(db_dsn) as conn:
+        keys = conn.execute(query).fetchall()
+        unique_indexes = conn.execute(
+            """SELECT i.indexrelid::regclass::text,
+                      (SELECT array_agg(a.attname) FROM pg_attribute a
+                        WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey))
+                 FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = 'pgmem' AND i.indisunique AND c.relname <> 'alembic_version'"""
+        ).fetchall()
+    kinds = {contype for _, _, contype, _, _ in keys}
+    assert kinds == {"p", "u", "f"}
+    for table, name, contype, columns, referenced in keys:
+        assert "tenant" in columns, f"{table}.{name} lacks tenant"
+        if contype == "f":
+            assert "tenant" in referenced, f"{table}.{name} does not reference tenant"
+    assert unique_indexes and all("tenant" in cols for _, cols in unique_indexes)
+
+
+def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
+    with psycopg.connect(empty_db_dsn) as conn:
+        conn.execute("CREATE TABLE public.alembic_version (version_num varchar(32) PRIMARY KEY)")
+        conn.execute("INSERT INTO public.alembic_version VALUES ('host_app_42')")
+    pgmem.migrate(empty_db_dsn)
+    pgmem.downgrade(empty_db_dsn, "base")
+    pgmem.migrate(empty_db_dsn)
+    with psycopg.connect(empty_db_dsn) as conn:
+        host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
+        ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
+    assert host == [("host_app_42",)]
+    assert ours == [("0001",)]
+
+
+def test_the_dimension_is_chosen_at_creation(empty_db_dsn: str) -> None:
+    pgmem.migrate(empty_db_dsn, dim=8)
+    with psycopg.connect(empty_db_dsn) as conn:
+        types = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+            " WHERE attname = 'embedding' AND attrelid IN"
+            " ('pgmem.memories'::regclass, 'pgmem.entities'::regclass)"
+        ).fetchall()
+    assert types == [("vector(8)",), ("vector(8)",)]
+    with pytest.raises(SchemaError, match="8-dimensional.*asked for 384"):
+        pgmem.migrate(empty_db_dsn, dim=384)
+
+
+def test_another_schema_name(empty_db_dsn: str) -> None:
+    pgmem.migrate(empty_db_dsn, schema="agent_memory")
+    with psycopg.connect(empty_db_dsn) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'agent_memory'"
+        ).fetchone()
+    assert found == (5,)
+    with pytest.raises(ConfigurationError, match="schema must be"):
+        pgmem.migrate(empty_db_dsn, schema='x"; DROP TABLE y; --')
+
+
+def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
+    env = {**os.environ, "PGMEM_DSN": empty_db_dsn}
+    alembic = [sys.executable, "-m", "alembic", "-c", str(REPO / "alembic.ini")]
+    subprocess.run([*alembic, "upgrade", "head"], check=True, env=env, cwd=REPO)
+    current = subprocess.run(
+        [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert "0001 (head)" in current.stdout
+    assert {"memories", "history"} <= tables(empty_db_dsn)
+
+
+def test_the_wheel_ships_sql_and_migrations(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(REPO)],
+        check=True,
+    )
+    (wheel,) = tmp_path.glob("pgmem-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {
+        "pgmem/sql/queries.sql",
+        "pgmem/sql/schema.sql",
+        "pgmem/migrations/env.py",
+        "pgmem/migrations/script.py.mako",
+        "pgmem/migrations/versions/0001_initial.py",
+        "pgmem/py.typed",
+    } <= names
