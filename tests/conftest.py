@@ -28,7 +28,10 @@ HOW_TO_GET_A_SERVER = (
 
 
 def _container_dsn() -> tuple[str, object]:
-    from testcontainers.postgres import PostgresContainer
+    try:
+        from testcontainers.community.postgres import PostgresContainer
+    except ImportError:
+        from testcontainers.postgres import PostgresContainer
 
     container = PostgresContainer("pgvector/pgvector:pg17", driver=None)
     container.start()

@@ -1,0 +1,360 @@
+"""Retrieval quality of pgmem's search configurations on LoCoMo, side by side.
+
+    python -m benchmarks.retrieval [--task turns|observations|both] [--configs hybrid,semantic]
+                                   [--conversations N] [--data PATH] [--dsn DSN] [--json PATH]
+                                   [--keep]
+
+The run creates a database ``pgmem_bench_<pid>`` on the server given by ``--dsn`` (else
+``PGMEM_BENCH_DSN``, else ``PGMEM_TEST_DSN``), loads each task once into its own pgmem schema
+(``pgmem_turns``, ``pgmem_observations``) with one scope per conversation (``user_id`` = the
+conversation id), searches every question of the conversation in its scope with each
+configuration (``limit=20``, ``threshold=0.1``), and drops the database unless ``--keep``.
+The tasks and questions are described in :mod:`benchmarks.locomo`.
+
+Metrics, per question, then averaged over questions (see :mod:`benchmarks.metrics`):
+
+- R@k (k = 1, 5, 10, 20): the fraction of the question's distinct evidence ids covered by the top
+  k results. A turn covers its dialogue id; an observation covers each of its dialogue ids that is
+  evidence. An id covered several times counts once.
+- nDCG@10: binary gain 1 for each result that is relevant (any of its dialogue ids is evidence),
+  discounted by ``1 / log2(rank + 1)``; divided by the ideal DCG of ``min(n, 10)`` relevant
+  results, ``n`` being the number of relevant memories in the conversation's corpus (0 when n=0).
+- MRR: 1 / the rank of the first relevant result in the top 20, else 0.
+
+Questions whose evidence no memory covers (observations miss some dialogue ids) still count, so
+the recall ceiling is below 1; the table's header gives it. Wall times: loading (embedding,
+spaCy, inserts) per task, and searching (all questions, one call each) per configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pgmem
+from benchmarks import locomo
+from benchmarks.database import scratch_database, server_dsn
+from benchmarks.metrics import Scores, mean_scores, recall_at_k, score_question
+from pgmem.nlp import Analysis
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
+LIMIT = 20
+THRESHOLD = 0.1
+COLUMNS = (
+    ("R@1", "recall_1"), ("R@5", "recall_5"), ("R@10", "recall_10"), ("R@20", "recall_20"),
+    ("nDCG@10", "ndcg_10"), ("MRR", "mrr"),
+)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """One row of the table: how ``Memory`` is built and how ``search`` is called."""
+
+    key: str  # for --configs
+    label: str  # for the table
+    mode: str = "hybrid"
+    keyword_score: str = "bm25"
+    legs: tuple[str, ...] | None = None
+    query_entities: bool = True  # False: queries are analysed without entities
+
+
+CONFIGS = (
+    SearchConfig("hybrid", "hybrid"),
+    SearchConfig("semantic", "semantic", mode="semantic"),
+    SearchConfig("keyword-bm25", "keyword (bm25)", mode="keyword"),
+    SearchConfig("hybrid-ts", "hybrid ts_rank_cd", keyword_score="ts_rank_cd"),
+    SearchConfig("keyword-ts", "keyword (ts_rank_cd)", mode="keyword", keyword_score="ts_rank_cd"),
+    # Mem0's design: only the semantic leg's hits are re-ranked.
+    SearchConfig("hybrid-semantic-legs", "hybrid, semantic candidates only", legs=("semantic",)),
+    SearchConfig(
+        "hybrid-no-entities", "hybrid without entities",
+        legs=("semantic", "keyword"), query_entities=False,
+    ),
+)
+CONFIGS_BY_KEY = {c.key: c for c in CONFIGS}
+
+
+class EntityBlindAnalyzer(pgmem.TextAnalyzer):
+    """A :class:`~pgmem.TextAnalyzer` that finds no entities, sharing another's spaCy pipeline.
+
+    ``Memory.search`` has no switch for the entity signal; a query without entities turns it off
+    (and drops it from the score's denominator). Only for searching: memories added through it
+    would have no entity links.
+    """
+
+    def __init__(self, inner: pgmem.TextAnalyzer) -> None:
+        super().__init__()
+        self._inner = inner
+
+    @property
+    def nlp(self) -> Any:
+        return self._inner.nlp
+
+    def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
+        analyses = self._inner.analyze_many(texts, batch_size=batch_size)
+        return [dataclasses.replace(a, entities=()) for a in analyses]
+
+
+class Memories:
+    """The ``Memory`` objects of one schema, one per (keyword score, query entities), sharing
+    one embedder and one analyzer. Close them all with :meth:`close`."""
+
+    def __init__(self, dsn: str, schema: str, embedder: Any, analyzer: pgmem.TextAnalyzer):
+        self._dsn, self._schema = dsn, schema
+        self._embedder, self._analyzer = embedder, analyzer
+        self._memories: dict[tuple[str, bool], pgmem.Memory] = {}
+
+    def get(self, keyword_score: str = "bm25", query_entities: bool = True) -> pgmem.Memory:
+        """The ``Memory`` for this keyword score; with ``query_entities`` false, for search only."""
+        key = (keyword_score, query_entities)
+        if key not in self._memories:
+            analyzer = self._analyzer if query_entities else EntityBlindAnalyzer(self._analyzer)
+            self._memories[key] = pgmem.Memory(
+                self._dsn, embedder=self._embedder, nlp=analyzer,
+                keyword_score=keyword_score, schema=self._schema,
+            )
+        return self._memories[key]
+
+    def close(self) -> None:
+        """Close every ``Memory`` made."""
+        for memory in self._memories.values():
+            memory.close()
+        self._memories.clear()
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    """A configuration's mean scores on one task, and its search wall time."""
+
+    config: SearchConfig
+    scores: Scores
+    search_seconds: float
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One task: its size, its load time and each configuration's result."""
+
+    task: str
+    conversations: int
+    memories: int
+    questions: int
+    unanswerable: int  # questions no memory is relevant to
+    recall_ceiling: float  # mean fraction of evidence ids some memory covers
+    load_seconds: float
+    results: tuple[ConfigResult, ...]
+
+
+# -- loading and searching ------------------------------------------------------------------
+
+
+def load_task(memory: pgmem.Memory, conversations: Sequence[locomo.Conversation]) -> float:
+    """Add every conversation's memories to its scope; return the wall time in seconds."""
+    start = time.perf_counter()
+    for conversation in conversations:
+        progress(f"  {conversation.id}: adding {len(conversation.memories)} memories")
+        for item in conversation.memories:
+            memory.add(item.text, user_id=conversation.id, metadata={"dia_ids": list(item.dia_ids)})
+    return time.perf_counter() - start
+
+
+def ranking(
+    memory: pgmem.Memory, config: SearchConfig, user_id: str, question: str
+) -> list[tuple[str, ...]]:
+    """The dialogue ids of each hit for ``question``, best first."""
+    hits = memory.search(
+        question, user_id=user_id, limit=LIMIT, threshold=THRESHOLD,
+        mode=config.mode, legs=config.legs,
+    )
+    return [tuple(hit.metadata["dia_ids"]) for hit in hits]
+
+
+def evaluate(
+    memories: Memories, config: SearchConfig, conversations: Sequence[locomo.Conversation]
+) -> ConfigResult:
+    """Search every question with ``config`` and average the scores."""
+    memory = memories.get(config.keyword_score, config.query_entities)
+    start = time.perf_counter()
+    scores = [
+        score_question(ranking(memory, config, c.id, q.text), q.evidence, q.n_relevant)
+        for c in conversations
+        for q in c.questions
+    ]
+    return ConfigResult(config, mean_scores(scores), time.perf_counter() - start)
+
+
+def recall_ceiling(conversations: Sequence[locomo.Conversation]) -> float:
+    """The mean recall of a ranking holding the whole corpus: evidence some memory covers."""
+    values = [
+        recall_at_k([m.dia_ids for m in c.memories], q.evidence, len(c.memories))
+        for c in conversations
+        for q in c.questions
+    ]
+    return sum(values) / len(values)
+
+
+def run_task(
+    dsn: str, task: str, raw: Sequence[locomo.RawConversation], configs: Sequence[SearchConfig],
+    embedder: Any, analyzer: pgmem.TextAnalyzer,
+) -> TaskResult:
+    """Load ``task`` into its own schema and evaluate every configuration on it."""
+    conversations = locomo.task_conversations(raw, task)
+    schema = f"pgmem_{task}"
+    pgmem.migrate(dsn, schema=schema)
+    memories = Memories(dsn, schema, embedder, analyzer)
+    try:
+        progress(f"{task}: loading")
+        load_seconds = load_task(memories.get(), conversations)
+        results = []
+        for config in configs:
+            progress(f"{task}: searching with {config.label}")
+            results.append(evaluate(memories, config, conversations))
+    finally:
+        memories.close()
+    questions = [q for c in conversations for q in c.questions]
+    return TaskResult(
+        task=task,
+        conversations=len(conversations),
+        memories=sum(len(c.memories) for c in conversations),
+        questions=len(questions),
+        unanswerable=sum(q.n_relevant == 0 for q in questions),
+        recall_ceiling=recall_ceiling(conversations),
+        load_seconds=load_seconds,
+        results=tuple(results),
+    )
+
+
+def warm_up(embedder: Any, analyzer: pgmem.TextAnalyzer) -> float:
+    """Load the models before anything is timed; return the seconds it took."""
+    start = time.perf_counter()
+    embedder.embed(["warm up"])
+    analyzer.analyze("warm up")
+    return time.perf_counter() - start
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+def markdown_table(result: TaskResult) -> str:
+    """The task's heading and its table: one row per configuration."""
+    head = ["config", *(name for name, _ in COLUMNS), "search s"]
+    lines = [
+        (f"## {result.task}: {result.questions} questions, {result.memories} memories, "
+         f"{result.conversations} conversations (load {result.load_seconds:.1f} s)"),
+        "",
+        (f"Recall ceiling {result.recall_ceiling:.3f}; {result.unanswerable} questions have no "
+         "relevant memory."),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---" + "|---:" * (len(head) - 1) + "|",
+    ]
+    for r in result.results:
+        values = r.scores.as_dict()
+        cells = [r.config.label, *(f"{values[field]:.3f}" for _, field in COLUMNS)]
+        lines.append("| " + " | ".join([*cells, f"{r.search_seconds:.1f}"]) + " |")
+    return "\n".join(lines)
+
+
+def as_json(results: Sequence[TaskResult], data: Path, model_seconds: float) -> dict[str, Any]:
+    """Every number of the run, by task and configuration key."""
+    return {
+        "data": str(data),
+        "limit": LIMIT,
+        "threshold": THRESHOLD,
+        "model_load_seconds": model_seconds,
+        "tasks": {
+            r.task: {
+                "conversations": r.conversations,
+                "memories": r.memories,
+                "questions": r.questions,
+                "questions_without_relevant_memory": r.unanswerable,
+                "recall_ceiling": r.recall_ceiling,
+                "load_seconds": r.load_seconds,
+                "configs": {
+                    c.config.key: {
+                        "label": c.config.label,
+                        **c.scores.as_dict(),
+                        "search_seconds": c.search_seconds,
+                    }
+                    for c in r.results
+                },
+            }
+            for r in results
+        },
+    }
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- command line ----------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.retrieval",
+        description="Retrieval quality of pgmem's search configurations on LoCoMo.",
+    )
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                        help="the LoCoMo dev file (default: %(default)s)")
+    parser.add_argument("--dsn", help="the server to create the scratch database on "
+                        "(default: $PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
+    parser.add_argument("--task", choices=(*locomo.TASKS, "both"), default="both")
+    parser.add_argument("--configs", type=config_list, default=CONFIGS,
+                        help="comma-separated configurations, of: "
+                        + ", ".join(CONFIGS_BY_KEY) + " (default: all)")
+    parser.add_argument("--conversations", type=int, metavar="N",
+                        help="only the first N conversations")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    return parser.parse_args(argv)
+
+
+def config_list(value: str) -> tuple[SearchConfig, ...]:
+    """``--configs``: comma-separated keys of :data:`CONFIGS`."""
+    keys = [k.strip() for k in value.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in CONFIGS_BY_KEY]
+    if unknown or not keys:
+        raise argparse.ArgumentTypeError(
+            f"unknown configuration(s) {unknown}; choose from {', '.join(CONFIGS_BY_KEY)}"
+        )
+    return tuple(CONFIGS_BY_KEY[k] for k in keys)
+
+
+def tasks(choice: str) -> tuple[str, ...]:
+    """The tasks ``--task`` names."""
+    return locomo.TASKS if choice == "both" else (choice,)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and print one Markdown table per task."""
+    args = parse_args(argv)
+    raw = locomo.load_conversations(args.data)[: args.conversations]
+    dsn = server_dsn(args.dsn)
+    embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
+    model_seconds = warm_up(embedder, analyzer)
+    results = []
+    with scratch_database(dsn, f"pgmem_bench_{os.getpid()}", keep=args.keep) as bench_dsn:
+        for task in tasks(args.task):
+            results.append(run_task(bench_dsn, task, raw, args.configs, embedder, analyzer))
+            print(markdown_table(results[-1]) + "\n", flush=True)
+    print(f"Models loaded in {model_seconds:.1f} s; limit={LIMIT}, threshold={THRESHOLD}.")
+    if args.json:
+        args.json.write_text(json.dumps(as_json(results, args.data, model_seconds), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

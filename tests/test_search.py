@@ -1,0 +1,207 @@
+"""Hybrid search against real PostgreSQL and the real models: what each leg brings in, the
+spread attenuation, the explain breakdown, and one statement per search."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import pgmem
+from pgmem import scoring
+
+# Seventy memories about a router: semantically closer to the queries below than the targets.
+ROUTER_NOTES = [f"The office router was rebooted again on day {i} of the network outage" for i in range(70)]
+
+
+def add_all(mem: pgmem.Memory, texts: list[str], user_id: str = "u1") -> None:
+    for text in texts:
+        mem.add(text, user_id=user_id)
+
+
+def test_search_finds_what_was_added(memory: pgmem.Memory) -> None:
+    rec = memory.add(
+        "Caroline moved to Ottawa to work at Shopify", user_id="u1", metadata={"k": "v"}
+    )
+    memory.add("Melanie paints landscapes on weekends", user_id="u1")
+    hits = memory.search("where does Caroline work?", user_id="u1", limit=10)
+    assert hits[0].id == rec.id
+    assert hits[0].text == "Caroline moved to Ottawa to work at Shopify"
+    assert hits[0].metadata == {"k": "v"}
+    assert hits[0].explain.signals == ("semantic", "keyword", "entity")
+    assert set(hits[0].explain.legs) == {"semantic", "keyword", "entity"}
+    assert hits[0].explain.entity_hits[0].name == "caroline"
+
+
+def test_a_memory_only_the_keyword_leg_finds_is_returned(memory: pgmem.Memory) -> None:
+    add_all(memory, ROUTER_NOTES)
+    target = memory.add("The garage door code is zq7781, written on the fridge", user_id="u1")
+    query = "router outage reboot zq7781"
+
+    semantic = memory.search(query, user_id="u1", limit=60, mode="semantic")
+    assert target.id not in {h.id for h in semantic}, "the target must be out of the semantic top 60"
+
+    hits = memory.search(query, user_id="u1", limit=10)
+    found = {h.id: h for h in hits}
+    assert target.id in found
+    assert "keyword" in found[target.id].explain.legs
+    assert "semantic" not in found[target.id].explain.legs
+    assert found[target.id].explain.keyword_raw is not None and found[target.id].explain.keyword > 0
+
+
+def test_a_memory_only_an_entity_links_is_returned(memory: pgmem.Memory) -> None:
+    add_all(memory, ROUTER_NOTES)
+    target = memory.add("We bought bagels at a deli in New York City", user_id="u1")
+    query = "network trouble in NYC"
+
+    semantic = memory.search(query, user_id="u1", limit=60, mode="semantic")
+    assert target.id not in {h.id for h in semantic}
+    keyword = memory.search(query, user_id="u1", limit=60, mode="keyword")
+    assert target.id not in {h.id for h in keyword}
+
+    hits = memory.search(query, user_id="u1", limit=10)
+    found = {h.id: h for h in hits}
+    assert target.id in found
+    assert found[target.id].explain.legs == ("entity",)
+    (hit,) = found[target.id].explain.entity_hits
+    assert hit.name == "new york city" and hit.similarity >= 0.5
+
+
+def test_a_common_entity_boosts_less_than_a_rare_one(memory: pgmem.Memory) -> None:
+    common = [f"Paris had a street market on Saturday number {i}" for i in range(100)]
+    add_all(memory, common)
+    rare = memory.add("Oslo had a street market on Saturday", user_id="u1")
+    hits = memory.search("street markets in Paris and Oslo", user_id="u1", limit=100)
+    by_text = {h.text: h for h in hits}
+    rare_hit = by_text[rare.text]
+    common_hit = by_text[common[0]]
+    assert rare_hit.explain.entity_hits[0].spread == 1
+    assert common_hit.explain.entity_hits[0].spread == 100
+    assert rare_hit.explain.entity == pytest.approx(
+        rare_hit.explain.entity_hits[0].similarity * 0.5
+    )
+    assert common_hit.explain.entity == pytest.approx(
+        common_hit.explain.entity_hits[0].similarity * 0.5 * scoring.spread_attenuation(100)
+    )
+    assert rare_hit.explain.entity > 4 * common_hit.explain.entity
+
+
+def test_spread_is_counted_within_the_searched_scope(memory: pgmem.Memory) -> None:
+    add_all(memory, [f"Paris trip day {i}" for i in range(30)], user_id="other")
+    mine = memory.add("Paris trip with the kids", user_id="me")
+    (hit,) = memory.search("Paris", user_id="me", limit=5, threshold=0.0)
+    assert hit.id == mine.id
+    assert hit.explain.entity_hits[0].spread == 1
+
+
+def test_explain_parts_add_up_to_the_score(memory: pgmem.Memory) -> None:
+    add_all(memory, ROUTER_NOTES[:10] + ["Caroline went to the LGBTQ support group in Boston"])
+    hits = memory.search("Did Caroline go to a support group in Boston?", user_id="u1", limit=20)
+    assert hits and hits[0].explain.entity > 0
+    for hit in hits:
+        e = hit.explain
+        assert e.signals == ("semantic", "keyword", "entity")
+        assert e.max_possible == 2.5
+        assert hit.score == pytest.approx((e.semantic + e.keyword + e.entity) / e.max_possible)
+        assert e.score == hit.score
+        if e.keyword_raw is None:
+            assert e.keyword == 0.0
+        else:
+            assert e.keyword == pytest.approx(scoring.normalize_keyword(e.keyword_raw, 4))
+        assert e.entity == pytest.approx(
+            scoring.entity_boost((h.similarity, h.spread) for h in e.entity_hits)
+        )
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_threshold_drops_semantically_unrelated_memories(memory: pgmem.Memory) -> None:
+    memory.add("Quarterly tax filing zz91 is due", user_id="u1")
+    assert memory.search("zz91", user_id="u1", threshold=1.0) == []
+    assert memory.search("zz91", user_id="u1", threshold=0.0)
+
+
+class CountingCursor(psycopg.Cursor):  # type: ignore[type-arg]
+    """Records every statement sent through a cursor."""
+
+    statements: list[str] = []
+
+    def execute(self, query, params=None, **kwargs):  # type: ignore[no-untyped-def, override]
+        text = query if isinstance(query, str) else query.as_string(self)
+        CountingCursor.statements.append(text)
+        return super().execute(query, params, **kwargs)
+
+
+def test_a_search_sends_one_data_statement(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    with psycopg.connect(db_dsn, autocommit=True, cursor_factory=CountingCursor) as conn:
+        mem = pgmem.Memory(conn, embedder=embedder, nlp=analyzer)
+        mem.add("Caroline moved to Ottawa to work at Shopify", user_id="u1")
+        mem.search("warm up", user_id="u1")  # first use reads the server's capabilities
+        CountingCursor.statements = []
+        hits = mem.search("where does Caroline work?", user_id="u1")
+        data = [s for s in CountingCursor.statements if not s.lstrip().upper().startswith("SET ")]
+        assert len(data) == 1, data
+        assert "semantic AS MATERIALIZED" in data[0]
+        assert hits
+        # The connection is the caller's: still open, no transaction left behind.
+        assert not conn.closed
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_without_an_entity_model_the_result_says_so(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder
+) -> None:
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp="blank") as mem:
+        mem.add("Dogs running in the park", user_id="u1")
+        (hit,) = mem.search("dog runs", user_id="u1")
+    assert hit.explain.signals == ("semantic", "keyword")
+    assert hit.explain.max_possible == 2.0
+    assert any("entity" in note for note in hit.explain.notes)
+    assert hit.explain.keyword_raw is not None
+
+
+def test_ts_rank_cd_scoring_is_selectable(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, keyword_score="ts_rank_cd") as mem:
+        mem.add("Dogs running in the park", user_id="u1")
+        (hit,) = mem.search("dog runs", user_id="u1")
+    assert hit.explain.keyword_score == "ts_rank_cd"
+    assert hit.explain.keyword_raw is not None and hit.explain.keyword > 0
+    with pytest.raises(pgmem.ConfigurationError, match="keyword_score"):
+        pgmem.Memory(db_dsn, keyword_score="tfidf")
+
+
+class FailingReranker:
+    def rerank(self, query, hits, limit):  # type: ignore[no-untyped-def]
+        raise RuntimeError("model crashed")
+
+
+class ReversingReranker:
+    def rerank(self, query, hits, limit):  # type: ignore[no-untyped-def]
+        return list(reversed(hits))[:limit]
+
+
+def test_a_failing_reranker_returns_the_fused_order(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, reranker=FailingReranker()) as mem:
+        add_all(mem, ROUTER_NOTES[:5])
+        fused = mem.search("router reboot", user_id="u1", limit=3)
+        reranked = mem.search("router reboot", user_id="u1", limit=3, rerank=True)
+    assert [h.id for h in reranked] == [h.id for h in fused]
+    assert "reranker failed" in caplog.text
+
+
+def test_a_reranker_reorders_the_fused_results(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, reranker=ReversingReranker()) as mem:
+        add_all(mem, ROUTER_NOTES[:5])
+        reranked = mem.search("router reboot", user_id="u1", limit=3, rerank=True)
+        fused = mem.search("router reboot", user_id="u1", limit=5)
+    assert [h.id for h in reranked] == [h.id for h in reversed(fused)][:3]
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        with pytest.raises(pgmem.ConfigurationError, match="reranker"):
+            mem.search("router", user_id="u1", rerank=True)

@@ -1,0 +1,122 @@
+"""The pure scoring module: parameter table, sigmoid, attenuation, fusion."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pgmem import scoring
+from pgmem.scoring import Signals, fuse
+
+
+@pytest.mark.parametrize(
+    ("n_terms", "expected"),
+    [
+        (0, (5.0, 0.7)), (1, (5.0, 0.7)), (3, (5.0, 0.7)),
+        (4, (7.0, 0.6)), (6, (7.0, 0.6)),
+        (7, (9.0, 0.5)), (9, (9.0, 0.5)),
+        (10, (10.0, 0.5)), (15, (10.0, 0.5)),
+        (16, (12.0, 0.5)), (100, (12.0, 0.5)),
+    ],
+)
+def test_sigmoid_parameters_by_number_of_terms(n_terms: int, expected: tuple[float, float]) -> None:
+    assert scoring.sigmoid_params(n_terms) == expected
+
+
+@pytest.mark.parametrize("n_terms", [1, 5, 8, 12, 20])
+def test_sigmoid_is_one_half_at_the_midpoint(n_terms: int) -> None:
+    midpoint, steepness = scoring.sigmoid_params(n_terms)
+    assert scoring.sigmoid(midpoint, midpoint, steepness) == 0.5
+    assert scoring.normalize_keyword(midpoint, n_terms) == 0.5
+
+
+def test_sigmoid_rises_and_saturates() -> None:
+    values = [scoring.normalize_keyword(x, 2) for x in (0.5, 2, 5, 8, 20)]
+    assert values == sorted(values)
+    assert values[-1] > 0.99
+    assert scoring.sigmoid(-1e6, 5.0, 0.7) == 0.0  # no overflow
+    assert scoring.sigmoid(1e6, 5.0, 0.7) == 1.0
+
+
+def test_no_keyword_match_scores_zero_not_sigmoid_of_zero() -> None:
+    assert scoring.normalize_keyword(None, 2) == 0.0
+    assert scoring.normalize_keyword(0.0, 2) == 0.0
+
+
+def test_rank_cd_is_rescaled_onto_the_bm25_scale() -> None:
+    assert scoring.keyword_raw(7.5, 0.1, "bm25") == 7.5
+    assert scoring.keyword_raw(7.5, 0.1, "ts_rank_cd") == pytest.approx(0.1 * scoring.RANK_CD_SCALE)
+    assert scoring.keyword_raw(None, None, "ts_rank_cd") is None
+
+
+@pytest.mark.parametrize(("n", "expected"), [(1, 1.0), (10, 0.925), (100, 0.0925)])
+def test_spread_attenuation(n: int, expected: float) -> None:
+    assert scoring.spread_attenuation(n) == pytest.approx(expected, abs=5e-4)
+
+
+def test_entity_boost_takes_the_best_entity() -> None:
+    hits = [(0.9, 100), (0.6, 1), (0.8, 10)]
+    assert scoring.entity_boost(hits) == pytest.approx(max(
+        0.9 * 0.5 * scoring.spread_attenuation(100), 0.6 * 0.5, 0.8 * 0.5 * scoring.spread_attenuation(10)
+    ))
+    assert scoring.entity_boost(hits) == pytest.approx(0.8 * 0.5 * 1 / (1 + 0.001 * 81))
+    assert scoring.entity_boost([]) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("keyword", "entity", "expected"),
+    [(False, False, 1.0), (False, True, 1.5), (True, False, 2.0), (True, True, 2.5)],
+)
+def test_fusion_denominator(keyword: bool, entity: bool, expected: float) -> None:
+    assert scoring.max_possible(keyword, entity) == expected
+    (fused,) = fuse(
+        [Signals("a", semantic=0.5, keyword_raw=5.0, entity_hits=((1.0, 1),))],
+        n_terms=2, keyword_active=keyword, entity_active=entity, threshold=0.1, limit=10,
+    )
+    assert fused.max_possible == expected
+    numerator = 0.5 + (0.5 if keyword else 0.0) + (0.5 if entity else 0.0)
+    assert fused.score == pytest.approx(numerator / expected)
+
+
+def test_threshold_gates_on_semantic_alone() -> None:
+    candidates = [
+        Signals("unrelated", semantic=0.05, keyword_raw=50.0, entity_hits=((1.0, 1),)),
+        Signals("related", semantic=0.30, keyword_raw=None),
+        Signals("edge", semantic=0.10, keyword_raw=None),
+    ]
+    fused = fuse(candidates, n_terms=1, keyword_active=True, entity_active=True,
+                 threshold=0.1, limit=10)
+    assert [f.key for f in fused] == ["related", "edge"]
+
+
+def test_fusion_sorts_and_cuts() -> None:
+    candidates = [Signals(i, semantic=s, keyword_raw=None) for i, s in enumerate([0.2, 0.9, 0.5])]
+    fused = fuse(candidates, n_terms=0, keyword_active=False, entity_active=False,
+                 threshold=0.0, limit=2)
+    assert [f.key for f in fused] == [1, 2]
+    assert all(math.isclose(f.score, f.semantic) for f in fused)
+
+
+def test_keyword_hits_can_outrank_a_closer_semantic_match() -> None:
+    candidates = [
+        Signals("semantic", semantic=0.55, keyword_raw=None),
+        Signals("keyword", semantic=0.40, keyword_raw=9.0),
+    ]
+    fused = fuse(candidates, n_terms=2, keyword_active=True, entity_active=False,
+                 threshold=0.1, limit=2)
+    assert [f.key for f in fused] == ["keyword", "semantic"]
+
+
+def test_keyword_only_fusion_has_no_semantic_gate() -> None:
+    candidates = [Signals("k", semantic=0.0, keyword_raw=5.0)]
+    (fused,) = fuse(candidates, n_terms=1, keyword_active=True, entity_active=False,
+                    threshold=0.5, limit=5, semantic_active=False)
+    assert fused.score == pytest.approx(0.5)
+    assert fused.max_possible == 1.0
+
+
+def test_internal_limit_over_fetches() -> None:
+    assert scoring.internal_limit(1) == 60
+    assert scoring.internal_limit(15) == 60
+    assert scoring.internal_limit(20) == 80
