@@ -18,9 +18,18 @@ from pgmem.memory import Memory
 from pgmem.migrate import downgrade, migrate
 from pgmem.nlp import TextAnalyzer
 from pgmem.rerank import CrossEncoderReranker, Reranker
-from pgmem.results import EntityHit, Explain, MemoryRecord, SearchHit
+from pgmem.results import (
+    AddResult,
+    EntityHit,
+    Explain,
+    HistoryEvent,
+    MemoryRecord,
+    Page,
+    SearchHit,
+)
 
 __all__ = [
+    "AddResult",
     "ConfigurationError",
     "CrossEncoderReranker",
     "DatabaseError",
@@ -30,10 +39,12 @@ __all__ = [
     "EntityHit",
     "Explain",
     "FilterError",
+    "HistoryEvent",
     "InvalidInputError",
     "Memory",
     "MemoryRecord",
     "NotFoundError",
+    "Page",
     "PgmemError",
     "PgvectorError",
     "Reranker",

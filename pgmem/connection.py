@@ -37,19 +37,19 @@ class ServerCapabilities:
 
 
 def prepare_connection(conn: psycopg.Connection) -> ServerCapabilities:  # type: ignore[type-arg]
-    """Register pgvector's types on ``conn`` and read the server's capabilities."""
-    with wrap_db_errors():
+    """Register pgvector's types on ``conn`` and read the server's capabilities.
+
+    Runs in its own transaction block: a savepoint when the caller's transaction is open, so
+    their work is neither committed nor rolled back.
+    """
+    with wrap_db_errors(), conn.transaction():
         row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
         if row is None:
-            if not conn.autocommit:
-                conn.rollback()
             raise SchemaError(
                 "pgvector is not installed in this database: run pgmem.migrate(dsn) "
                 "(or `pgmem migrate`) first"
             )
         register_vector(conn)
-        if not conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
-            conn.commit()
     return ServerCapabilities(pgvector_version=row[0])
 
 

@@ -1,4 +1,5 @@
-"""The search and add pipelines as pure steps: statement parameters in, results out.
+"""The search pipeline and the memory lifecycle as pure steps: statement parameters in, results
+out.
 
 Shared by :class:`pgmem.Memory` (and its async twin) so both build the same statements. Nothing
 here does I/O: models and the database are the facade's business.
@@ -6,20 +7,34 @@ here does I/O: models and the database are the facade's business.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgmem import scoring
+from pgmem.errors import InvalidInputError
 from pgmem.nlp import Analysis, Entity, or_tsquery, quote_lexeme
-from pgmem.results import EntityHit, Explain, MemoryRecord, SearchHit
-from pgmem.validate import Scope
+from pgmem.results import (
+    AddResult,
+    EntityHit,
+    Explain,
+    HistoryEvent,
+    MemoryRecord,
+    Page,
+    SearchHit,
+)
+from pgmem.validate import NewMemory, Scope
 
 Vectors = npt.NDArray[np.float32]
 LEGS = ("semantic", "keyword", "entity")
@@ -33,25 +48,6 @@ def content_hash(text: str) -> str:
 def embedding_inputs(text: str, entities: Sequence[Entity]) -> list[str]:
     """The texts embedded in one batch: the text itself, then each entity's surface form."""
     return [text, *(e.surface for e in entities)]
-
-
-def add_params(
-    scope: Scope, text: str, metadata: dict[str, Any], analysis: Analysis, vectors: Vectors
-) -> dict[str, Any]:
-    """Parameters of ``insert_memory``; ``vectors`` as made from :func:`embedding_inputs`."""
-    entities = analysis.entities
-    return {
-        **scope.params(),
-        "text": text,
-        "content_hash": content_hash(text),
-        "metadata": Jsonb(metadata),
-        "embedding": vectors[0],
-        "lexemes": analysis.tsvector(),
-        "lexeme_count": len(analysis.lexemes),
-        "entity_names": [e.name for e in entities],
-        "entity_labels": [e.label for e in entities],
-        "entity_embeddings": list(vectors[1 : 1 + len(entities)]),
-    }
 
 
 def query_entities(analysis: Analysis) -> tuple[Entity, ...]:
@@ -77,23 +73,32 @@ class SearchPlan:
         return tuple(signal for signal, on in zip(LEGS, active) if on)
 
 
+@dataclass(frozen=True)
+class SearchRequest:
+    """A checked search call. ``legs`` supply candidates, ``signals`` are scored; both are all
+    three by default and narrowed only to measure one part alone."""
+
+    scope: Scope
+    query: str
+    limit: int
+    threshold: float
+    condition: sql.Composable
+    filter_params: dict[str, Any]
+    signals: tuple[str, ...] = LEGS
+    legs: tuple[str, ...] = LEGS
+
+
 def search_plan(
-    scope: Scope,
+    request: SearchRequest,
     analysis: Analysis,
     vectors: Vectors,
     *,
-    limit: int,
     keyword_score: str,
     exact_scan: bool,
     entities_available: bool,
-    legs: Sequence[str] = LEGS,
-    signals: Sequence[str] = LEGS,
 ) -> SearchPlan:
-    """Parameters of the ``search`` statement. ``vectors``: the query, then its entities.
-
-    ``legs`` are the legs that supply candidates, ``signals`` the signals that are scored; both
-    default to all three and are narrowed only to measure one part alone.
-    """
+    """Parameters of the ``search`` statement. ``vectors``: the query, then its entities."""
+    signals, legs = request.signals, request.legs
     terms = analysis.query_terms() if "keyword" in signals else ()
     entities = query_entities(analysis) if "entity" in signals else ()
     notes = []
@@ -101,10 +106,11 @@ def search_plan(
         notes.append("no spaCy model with entity recognition: entity signal off")
     if "keyword" in signals and not terms:
         notes.append("the query has no keyword terms after lemmatizing: keyword signal off")
-    internal_limit = scoring.internal_limit(limit)
+    internal_limit = scoring.internal_limit(request.limit)
     return SearchPlan(
         params={
-            **scope.params(),
+            **request.scope.params(),
+            **request.filter_params,
             "embedding": vectors[0],
             "semantic_limit": internal_limit if "semantic" in legs else 0,
             "keyword_limit": internal_limit if "keyword" in legs else 0,
@@ -201,17 +207,212 @@ def _hit(row: dict[str, Any], explain: Explain) -> SearchHit:
         explain=explain,
     )
 
+# -- the memory lifecycle: add, update, delete, get, get_all, history -----------------------
 
-def record(scope: Scope, text: str, metadata: dict[str, Any], row: dict[str, Any]) -> MemoryRecord:
-    """The record of a memory just written."""
-    return MemoryRecord(
-        id=row["id"],
-        text=text,
-        user_id=scope.user_id,
-        agent_id=scope.agent_id,
-        run_id=scope.run_id,
-        metadata=metadata,
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        tenant=scope.tenant,
+
+@dataclass(frozen=True)
+class BatchEntities:
+    """The entities of a batch of texts as ``insert_memories`` takes them.
+
+    ``variants`` are the distinct entities (name, label and surface form); ``occurrences`` pair
+    each text (1-based, in batch order) with the variants it mentions (1-based); ``surfaces`` are
+    the distinct surface forms, embedded once each.
+    """
+
+    variants: tuple[Entity, ...]
+    occurrences: tuple[tuple[int, int], ...]
+    surfaces: tuple[str, ...]
+
+
+def batch_entities(analyses: Sequence[Analysis]) -> BatchEntities:
+    """The entities of ``analyses`` (one per text), deduplicated for the batch."""
+    variants: dict[Entity, int] = {}
+    occurrences = []
+    for item, analysis in enumerate(analyses, start=1):
+        for entity in analysis.entities:
+            occurrences.append((item, variants.setdefault(entity, len(variants) + 1)))
+    surfaces = tuple(dict.fromkeys(entity.surface for entity in variants))
+    return BatchEntities(tuple(variants), tuple(occurrences), surfaces)
+
+
+def add_embedding_inputs(items: Sequence[NewMemory], entities: BatchEntities) -> list[str]:
+    """The texts embedded in one call for a batch: each item's text, then each surface form."""
+    return [*(item.text for item in items), *entities.surfaces]
+
+
+def insert_params(
+    tenant: str,
+    items: Sequence[NewMemory],
+    analyses: Sequence[Analysis],
+    entities: BatchEntities,
+    vectors: Vectors,
+    *,
+    dedupe: bool,
+) -> dict[str, Any]:
+    """Parameters of ``lock_contents`` and ``insert_memories`` for one batch; ``vectors`` as
+    made from :func:`add_embedding_inputs`."""
+    n = len(items)
+    surface_rows = {surface: n + k for k, surface in enumerate(entities.surfaces)}
+    return {
+        "tenant": tenant,
+        "dedupe": dedupe,
+        "user_ids": [item.scope.user_id for item in items],
+        "agent_ids": [item.scope.agent_id for item in items],
+        "run_ids": [item.scope.run_id for item in items],
+        "texts": [item.text for item in items],
+        "content_hashes": [content_hash(item.text) for item in items],
+        "metadata": [Jsonb(item.metadata) for item in items],
+        "embeddings": list(vectors[:n]),
+        "lexemes": [analysis.tsvector() for analysis in analyses],
+        "lexeme_counts": [len(analysis.lexemes) for analysis in analyses],
+        "entity_names": [v.name for v in entities.variants],
+        "entity_labels": [v.label for v in entities.variants],
+        "entity_embeddings": [vectors[surface_rows[v.surface]] for v in entities.variants],
+        "occurrence_items": [item for item, _ in entities.occurrences],
+        "occurrence_entities": [variant for _, variant in entities.occurrences],
+    }
+
+
+def memory_params(tenant: str, memory_id: uuid.UUID) -> dict[str, Any]:
+    """Parameters of the statements about one memory (``get_memory``, ``lock_memory``,
+    ``lock_linked_entities``, ``delete_memories``, ``memory_history``)."""
+    return {"tenant": tenant, "id": memory_id, "ids": [memory_id]}
+
+
+def delete_params(tenant: str, memory_ids: Sequence[uuid.UUID]) -> dict[str, Any]:
+    """Parameters of ``lock_linked_entities`` and ``delete_memories``."""
+    return {"tenant": tenant, "ids": list(memory_ids)}
+
+
+def update_params(
+    tenant: str,
+    memory_id: uuid.UUID,
+    *,
+    text: str | None = None,
+    analysis: Analysis | None = None,
+    vectors: Vectors | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Parameters of ``update_memory``. A new ``text`` comes with its ``analysis`` and
+    ``vectors`` (from :func:`embedding_inputs`); None leaves text, or metadata, as stored."""
+    params = {
+        **memory_params(tenant, memory_id),
+        "relink": False,
+        "text": None,
+        "content_hash": None,
+        "embedding": None,
+        "lexemes": None,
+        "lexeme_count": None,
+        "metadata": None if metadata is None else Jsonb(metadata),
+        "entity_names": [],
+        "entity_labels": [],
+        "entity_embeddings": [],
+    }
+    if text is not None:
+        if analysis is None or vectors is None:
+            raise ValueError("a new text needs its analysis and vectors")
+        entities = analysis.entities
+        params.update(
+            relink=True,
+            text=text,
+            content_hash=content_hash(text),
+            embedding=vectors[0],
+            lexemes=analysis.tsvector(),
+            lexeme_count=len(analysis.lexemes),
+            entity_names=[e.name for e in entities],
+            entity_labels=[e.label for e in entities],
+            entity_embeddings=list(vectors[1 : 1 + len(entities)]),
+        )
+    return params
+
+
+def list_params(
+    scope: Scope,
+    filter_params: dict[str, Any],
+    *,
+    limit: int,
+    after: tuple[datetime, uuid.UUID] | None,
+) -> dict[str, Any]:
+    """Parameters of ``list_memories``: one row more than ``limit``, after the cursor's position."""
+    return {
+        **scope.params(),
+        **filter_params,
+        "limit": limit + 1,
+        "after_created_at": after[0] if after else None,
+        "after_id": after[1] if after else None,
+    }
+
+
+def encode_cursor(created_at: datetime, memory_id: uuid.UUID) -> str:
+    """The opaque cursor of the position just after the memory (``created_at``, ``memory_id``)."""
+    raw = json.dumps([created_at.isoformat(), str(memory_id)], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: object) -> tuple[datetime, uuid.UUID]:
+    """The position a cursor of :func:`encode_cursor` stands for.
+
+    Raises:
+        InvalidInputError: ``cursor`` is not a cursor ``get_all`` returned.
+    """
+    problem = InvalidInputError(f"cursor {cursor!r:.80} is not a cursor that get_all returned")
+    if not isinstance(cursor, str) or not cursor.isascii():
+        raise problem
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, memory_id = json.loads(raw)
+        if not isinstance(created_at, str) or not isinstance(memory_id, str):
+            raise problem
+        position = datetime.fromisoformat(created_at), uuid.UUID(memory_id)
+    except (ValueError, TypeError, binascii.Error) as exc:
+        raise problem from exc
+    if position[0].tzinfo is None:
+        raise problem
+    return position
+
+
+def record(tenant: str, row: dict[str, Any]) -> MemoryRecord:
+    """The record of a stored memory, from a row of the memories table."""
+    return MemoryRecord(**_record_fields(tenant, row))
+
+
+def add_results(tenant: str, rows: Sequence[dict[str, Any]]) -> list[AddResult]:
+    """The results of ``insert_memories``, one per item, in item order."""
+    return [AddResult(**_record_fields(tenant, row), duplicate=row["duplicate"]) for row in rows]
+
+
+def page(tenant: str, rows: Sequence[dict[str, Any]], limit: int) -> Page:
+    """The page of ``list_memories`` rows (fetched with ``limit + 1``)."""
+    items = tuple(record(tenant, row) for row in rows[:limit])
+    more = len(rows) > limit
+    return Page(
+        items=items,
+        next_cursor=encode_cursor(items[-1].created_at, items[-1].id) if more else None,
     )
+
+
+def history_events(rows: Sequence[dict[str, Any]]) -> list[HistoryEvent]:
+    """The rows of ``memory_history`` as events, oldest first."""
+    return [
+        HistoryEvent(
+            event=row["event"],
+            old_text=row["old_text"],
+            new_text=row["new_text"],
+            created_at=row["created_at"],
+        )
+        for row in rows
+    ]
+
+
+def _record_fields(tenant: str, row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "text": row["text"],
+        "user_id": row["user_id"],
+        "agent_id": row["agent_id"],
+        "run_id": row["run_id"],
+        "metadata": row["metadata"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "tenant": tenant,
+    }

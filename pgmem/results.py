@@ -24,6 +24,37 @@ class MemoryRecord:
 
 
 @dataclass(frozen=True)
+class AddResult(MemoryRecord):
+    """What ``add`` and ``add_many`` return for one text: the memory that stands for it.
+
+    ``duplicate`` is True when the scope already held (or the batch had just stored) the same
+    text, so nothing new was written: the record is then the existing memory, with its own
+    metadata and timestamps.
+    """
+
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of ``get_all``: its memories, and the cursor of the next page (None at the end)."""
+
+    items: tuple[MemoryRecord, ...]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class HistoryEvent:
+    """One change to a memory: ``event`` is ADD (``new_text`` set), UPDATE (both set; equal when
+    only the metadata changed) or DELETE (``old_text`` set)."""
+
+    event: str
+    old_text: str | None
+    new_text: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class EntityHit:
     """A query entity's link to a memory: the stored entity's name, the similarity of the
     two, and how many memories in the searched scope the entity links to."""

@@ -34,8 +34,8 @@ class Store:
 
     def search_sql(self, conn: Conn, params: Row, filters: sql.Composable) -> str:
         """The search statement with its parameters inlined, for humans (EXPLAIN, --sql)."""
-        with conn.cursor() as cur:
-            return cur.mogrify(self.queries.get("search", filters), params)  # type: ignore[attr-defined, no-any-return]
+        with psycopg.ClientCursor(conn) as cur:
+            return cur.mogrify(self.queries.get("search", filters), params)
 
     def set_search_options(self, conn: Conn, ef_search: int) -> None:
         """Iterative HNSW scans for this transaction (pgvector >= 0.8)."""

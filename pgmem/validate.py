@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,3 +124,101 @@ def memory_id(value: object) -> uuid.UUID:
         except ValueError:
             pass
     raise InvalidInputError(f"{value!r} is not a memory id (a UUID)")
+
+
+MAX_BATCH_SIZE = 10_000
+ITEM_KEYS = ("text", "metadata", "user_id", "agent_id", "run_id")
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A checked memory to add: where it goes, its text and its metadata."""
+
+    scope: Scope
+    text: str
+    metadata: dict[str, Any]
+
+
+def new_memory(
+    tenant: str,
+    text_value: object,
+    metadata_value: object,
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
+    *,
+    max_length: int = MAX_TEXT_LENGTH,
+) -> NewMemory:
+    """One checked memory to add. Raises ScopeError or InvalidInputError."""
+    return NewMemory(
+        scope=scope(tenant, user_id, agent_id, run_id),
+        text=text(text_value, max_length=max_length),
+        metadata=metadata(metadata_value),
+    )
+
+
+def items(
+    values: object,
+    *,
+    tenant: str,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
+    max_length: int = MAX_TEXT_LENGTH,
+) -> list[NewMemory]:
+    """The checked items of ``add_many``, all of them before any is written.
+
+    An item is a text, or a dict with ``text`` and optionally ``metadata``, ``user_id``,
+    ``agent_id`` and ``run_id``; a scope key present in the dict (even as None) replaces the
+    call's value for that item. Raises ScopeError or InvalidInputError naming the item's index.
+    """
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise InvalidInputError(
+            f"items must be a list of texts or dicts, got {type(values).__name__}"
+        )
+    checked = []
+    for index, item in enumerate(values):
+        try:
+            checked.append(_item(item, tenant, user_id, agent_id, run_id, max_length))
+        except InvalidInputError as exc:
+            raise type(exc)(f"items[{index}]: {exc}") from None
+    return checked
+
+
+def _item(
+    item: object,
+    tenant: str,
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
+    max_length: int,
+) -> NewMemory:
+    if isinstance(item, str):
+        return new_memory(tenant, item, None, user_id, agent_id, run_id, max_length=max_length)
+    if not isinstance(item, Mapping):
+        raise InvalidInputError(f"an item must be a str or a dict, got {type(item).__name__}")
+    unknown = [key for key in item if key not in ITEM_KEYS]
+    if unknown:
+        raise InvalidInputError(
+            f"unknown item keys {', '.join(map(repr, unknown))}; an item has {ITEM_KEYS}"
+        )
+    if "text" not in item:
+        raise InvalidInputError("the item has no 'text'")
+    return new_memory(
+        tenant,
+        item["text"],
+        item.get("metadata"),
+        item.get("user_id", user_id),
+        item.get("agent_id", agent_id),
+        item.get("run_id", run_id),
+        max_length=max_length,
+    )
+
+
+def batch_size(value: object) -> int:
+    """A batch size from 1 to MAX_BATCH_SIZE."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH_SIZE:
+        raise InvalidInputError(
+            f"batch_size must be an integer from 1 to {MAX_BATCH_SIZE}, got {value!r}"
+        )
+    return value

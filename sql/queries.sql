@@ -40,7 +40,7 @@ scope_stats AS (
       FROM {schema}.memories m
      WHERE %(tsquery)s::tsquery IS NOT NULL AND {scope}
 ),
-terms AS (
+terms AS MATERIALIZED (
     SELECT t.lexeme,
            ln(1 + (st.n_docs - t.df + 0.5) / (t.df + 0.5)) AS idf
       FROM (SELECT q.lexeme,
@@ -123,35 +123,261 @@ SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, 
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
 
--- name: insert_memory
--- A memory, its entities (upserted; sorted so concurrent writers lock in the same order), its
--- links and its ADD event, in one statement.
-WITH memory AS (
+-- name: lock_contents
+-- Exact duplicates have no unique index to lean on, so adds of one text to one scope are
+-- serialised: a transaction-scoped advisory lock per distinct (tenant, scope, content hash),
+-- taken in key order so that concurrent batches cannot deadlock. Sent before insert_memories as
+-- a statement of its own: insert_memories' snapshot, taken after the locks are granted, then sees
+-- whatever the previous holder of a lock committed. (A REPEATABLE READ transaction would not.)
+SELECT pg_advisory_xact_lock(hashtext('pgmem.content'), k.key)
+  FROM (SELECT DISTINCT hashtext(jsonb_build_array(%(tenant)s::text, i.user_id, i.agent_id,
+                                                   i.run_id, i.content_hash)::text) AS key
+          FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
+                      %(content_hashes)s::text[]) AS i(user_id, agent_id, run_id, content_hash)
+       ) k
+ ORDER BY k.key
+
+-- name: insert_memories
+-- A batch of memories with their entities, links and ADD events, in one statement. Returns one
+-- row per item, in item order: the memory that stands for it, and whether it was a duplicate.
+-- With `dedupe` an item is not stored when its scope (NULLs equal) already holds a memory with
+-- its content hash, or when an earlier item of the batch has the same scope and hash; its row is
+-- then that memory's. Entities come as distinct variants (entity_names, entity_labels, and the
+-- vectors of their surface forms) and their occurrences in items (occurrence_items,
+-- occurrence_entities; 1-based); each name is upserted
+-- with the variant of its first occurrence in a stored item -- as one-by-one adds would -- in
+-- name order, so that concurrent writers lock entity rows in the same order.
+WITH item AS (
+    SELECT i.*,
+           CASE WHEN %(dedupe)s::boolean
+                THEN min(i.ord) OVER (PARTITION BY i.user_id, i.agent_id, i.run_id,
+                                                   i.content_hash)
+                ELSE i.ord END AS first_ord
+      FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
+                  %(texts)s::text[], %(content_hashes)s::text[], %(metadata)s::jsonb[],
+                  %(embeddings)s::vector[], %(lexemes)s::text[], %(lexeme_counts)s::int[])
+           WITH ORDINALITY AS i(user_id, agent_id, run_id, text, content_hash, metadata,
+                                embedding, lexemes, lexeme_count, ord)
+),
+existing AS (
+    SELECT i.ord, x.id
+      FROM item i
+     CROSS JOIN LATERAL (
+            SELECT m.id
+              FROM {schema}.memories m
+             WHERE m.tenant = %(tenant)s AND m.content_hash = i.content_hash
+               AND m.user_id IS NOT DISTINCT FROM i.user_id
+               AND m.agent_id IS NOT DISTINCT FROM i.agent_id
+               AND m.run_id IS NOT DISTINCT FROM i.run_id
+             ORDER BY m.created_at, m.id
+             LIMIT 1) x
+     WHERE %(dedupe)s::boolean AND i.ord = i.first_ord
+),
+fresh AS MATERIALIZED (
+    SELECT gen_random_uuid() AS id, i.*
+      FROM item i
+     WHERE i.ord = i.first_ord AND NOT EXISTS (SELECT FROM existing x WHERE x.ord = i.ord)
+),
+memory AS (
     INSERT INTO {schema}.memories
-           (tenant, user_id, agent_id, run_id, text, content_hash, metadata,
+           (tenant, id, user_id, agent_id, run_id, text, content_hash, metadata,
             embedding, lexemes, lexeme_count)
-    VALUES (%(tenant)s, %(user_id)s, %(agent_id)s, %(run_id)s, %(text)s, %(content_hash)s,
-            %(metadata)s::jsonb, %(embedding)s::vector, %(lexemes)s::tsvector, %(lexeme_count)s)
-    RETURNING tenant, id, created_at, updated_at
+    SELECT %(tenant)s, f.id, f.user_id, f.agent_id, f.run_id, f.text, f.content_hash, f.metadata,
+           f.embedding, f.lexemes::tsvector, f.lexeme_count
+      FROM fresh f
+     ORDER BY f.ord
+    RETURNING id, user_id, agent_id, run_id, text, metadata, created_at, updated_at
+),
+variant AS (
+    SELECT v.ord AS variant, v.name, v.label, v.embedding
+      FROM unnest(%(entity_names)s::text[], %(entity_labels)s::text[],
+                  %(entity_embeddings)s::vector[]) WITH ORDINALITY AS v(name, label, embedding, ord)
+),
+occurrence AS (
+    SELECT o.ord, f.id AS memory_id, v.name, v.label, v.embedding
+      FROM unnest(%(occurrence_items)s::int[], %(occurrence_entities)s::int[])
+           WITH ORDINALITY AS o(item, variant, ord)
+      JOIN fresh f ON f.ord = o.item
+      JOIN variant v ON v.variant = o.variant
+),
+entity AS (
+    INSERT INTO {schema}.entities AS e (tenant, name, label, embedding)
+    SELECT %(tenant)s, n.name, n.label, n.embedding
+      FROM (SELECT DISTINCT ON (o.name) o.name, o.label, o.embedding
+              FROM occurrence o
+             ORDER BY o.name, o.ord) n
+     ORDER BY n.name
+        ON CONFLICT (tenant, name) DO UPDATE SET name = EXCLUDED.name
+    RETURNING e.id, e.name
+),
+link AS (
+    INSERT INTO {schema}.memory_entities (tenant, memory_id, entity_id)
+    SELECT %(tenant)s, o.memory_id, e.id
+      FROM occurrence o
+      JOIN entity e ON e.name = o.name
+),
+event AS (
+    INSERT INTO {schema}.history (tenant, memory_id, event, new_text)
+    SELECT %(tenant)s, f.id, 'ADD', f.text
+      FROM fresh f
+     ORDER BY f.ord
+),
+stored AS (
+    SELECT * FROM memory
+    UNION ALL
+    SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, m.updated_at
+      FROM existing x
+      JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = x.id
+)
+SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at, s.updated_at,
+       (i.ord <> i.first_ord OR x.id IS NOT NULL) AS duplicate
+  FROM item i
+  LEFT JOIN existing x ON x.ord = i.first_ord
+  LEFT JOIN fresh f ON f.ord = i.first_ord
+  JOIN stored s ON s.id = coalesce(x.id, f.id)
+ ORDER BY i.ord
+
+-- name: get_memory
+SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, m.updated_at
+  FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
+
+-- name: list_memories
+-- One page of the scope's memories in (created_at, id) order, after the cursor's position (keyset
+-- paging: no row is skipped or repeated while others are added or deleted). Ask for one row more
+-- than the page holds to learn whether another page follows.
+SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, m.updated_at
+  FROM {schema}.memories m
+ WHERE {scope}
+   AND (%(after_created_at)s::timestamptz IS NULL
+        OR (m.created_at, m.id) > (%(after_created_at)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY m.created_at, m.id
+ LIMIT %(limit)s
+
+-- name: memory_history
+-- A memory's events in the order they were written (the identity column), also after a delete.
+SELECT h.event, h.old_text, h.new_text, h.created_at
+  FROM {schema}.history h
+ WHERE h.tenant = %(tenant)s AND h.memory_id = %(id)s::uuid
+ ORDER BY h.id
+
+-- name: lock_memory
+-- The memory an update or delete is about, locked until the transaction ends; no row if none.
+SELECT m.id
+  FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
+   FOR UPDATE
+
+-- name: lock_scope_memories
+-- The ids of the scope's memories, locked (in id order) for delete_all.
+SELECT m.id
+  FROM {schema}.memories m
+ WHERE {scope}
+ ORDER BY m.id
+   FOR UPDATE
+
+-- name: lock_linked_entities
+-- The entities linked to memories about to be re-linked or deleted, locked in name order (the
+-- order writers upsert them in). Sent before the change as a statement of its own, because
+-- deleting an entity once no link is left is a check-then-act: with the locks held, a writer
+-- linking one of these entities waits for the change to commit (and then re-creates the entity
+-- if it was deleted), and the change's snapshot sees every link committed before the locks.
+SELECT e.id
+  FROM {schema}.entities e
+ WHERE e.tenant = %(tenant)s
+   AND e.id IN (SELECT me.entity_id
+                  FROM {schema}.memory_entities me
+                 WHERE me.tenant = %(tenant)s AND me.memory_id = ANY(%(ids)s::uuid[]))
+ ORDER BY e.name
+   FOR UPDATE
+
+-- name: update_memory
+-- A memory's new text and/or metadata (NULL parameters keep the stored value) and its UPDATE
+-- event. With `relink` (a new text) its entities are upserted and linked, its links to entities
+-- the new text lacks are removed, and those entities are deleted if no other memory links them.
+-- Run after lock_memory and lock_linked_entities. No row when the memory does not exist.
+WITH old AS (
+    SELECT m.id, m.text
+      FROM {schema}.memories m
+     WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
+),
+memory AS (
+    UPDATE {schema}.memories m
+       SET text = coalesce(%(text)s::text, m.text),
+           content_hash = coalesce(%(content_hash)s::text, m.content_hash),
+           embedding = coalesce(%(embedding)s::vector, m.embedding),
+           lexemes = coalesce(%(lexemes)s::tsvector, m.lexemes),
+           lexeme_count = coalesce(%(lexeme_count)s::int, m.lexeme_count),
+           metadata = coalesce(%(metadata)s::jsonb, m.metadata),
+           updated_at = now()
+      FROM old
+     WHERE m.tenant = %(tenant)s AND m.id = old.id
+    RETURNING m.tenant, m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata,
+              m.created_at, m.updated_at, old.text AS old_text
 ),
 entity AS (
     INSERT INTO {schema}.entities AS e (tenant, name, label, embedding)
     SELECT %(tenant)s, n.name, n.label, n.embedding
       FROM unnest(%(entity_names)s::text[], %(entity_labels)s::text[],
                   %(entity_embeddings)s::vector[]) AS n(name, label, embedding)
+     WHERE %(relink)s::boolean AND EXISTS (SELECT FROM old)
      ORDER BY n.name
         ON CONFLICT (tenant, name) DO UPDATE SET name = EXCLUDED.name
     RETURNING e.id
 ),
 link AS (
     INSERT INTO {schema}.memory_entities (tenant, memory_id, entity_id)
-    SELECT memory.tenant, memory.id, entity.id FROM memory CROSS JOIN entity
+    SELECT %(tenant)s, old.id, entity.id
+      FROM old CROSS JOIN entity
+        ON CONFLICT DO NOTHING
+),
+unlink AS (
+    DELETE FROM {schema}.memory_entities me
+     USING old
+     WHERE %(relink)s::boolean AND me.tenant = %(tenant)s AND me.memory_id = old.id
+       AND me.entity_id NOT IN (SELECT entity.id FROM entity)
+    RETURNING me.entity_id
+),
+orphan AS (
+    DELETE FROM {schema}.entities e
+     WHERE e.tenant = %(tenant)s
+       AND e.id IN (SELECT unlink.entity_id FROM unlink)
+       AND NOT EXISTS (SELECT FROM {schema}.memory_entities me
+                        WHERE me.tenant = %(tenant)s AND me.entity_id = e.id
+                          AND me.memory_id <> %(id)s::uuid)
 ),
 event AS (
-    INSERT INTO {schema}.history (tenant, memory_id, event, new_text)
-    SELECT memory.tenant, memory.id, 'ADD', %(text)s FROM memory
+    INSERT INTO {schema}.history (tenant, memory_id, event, old_text, new_text)
+    SELECT memory.tenant, memory.id, 'UPDATE', memory.old_text, memory.text
+      FROM memory
 )
-SELECT id, created_at, updated_at FROM memory
+SELECT id, user_id, agent_id, run_id, text, metadata, created_at, updated_at FROM memory
+
+-- name: delete_memories
+-- Memories by id, with a DELETE event each; their links go by cascade, and the entities they
+-- linked that no other memory links are deleted. Run after lock_linked_entities. Returns the
+-- ids deleted.
+WITH memory AS (
+    DELETE FROM {schema}.memories m
+     WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])
+    RETURNING m.tenant, m.id, m.text
+),
+event AS (
+    INSERT INTO {schema}.history (tenant, memory_id, event, old_text)
+    SELECT memory.tenant, memory.id, 'DELETE', memory.text
+      FROM memory
+),
+orphan AS (
+    DELETE FROM {schema}.entities e
+     WHERE e.tenant = %(tenant)s
+       AND e.id IN (SELECT me.entity_id
+                      FROM {schema}.memory_entities me
+                     WHERE me.tenant = %(tenant)s AND me.memory_id IN (SELECT id FROM memory))
+       AND NOT EXISTS (SELECT FROM {schema}.memory_entities me
+                        WHERE me.tenant = %(tenant)s AND me.entity_id = e.id
+                          AND me.memory_id NOT IN (SELECT id FROM memory))
+)
+SELECT id FROM memory
 
 -- name: pgvector_version
 SELECT extversion FROM pg_extension WHERE extname = 'vector'

@@ -1,0 +1,154 @@
+"""Search on a 50,000-row table: a 1% scope still fills ``limit`` (iterative HNSW scans), and the
+plan uses the HNSW index for the semantic leg and the GIN index for the keyword leg."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+import pgmem
+from tests.conftest import create_database, drop_database
+
+pytestmark = pytest.mark.slow
+
+ROWS = 50_000
+BIG_SCOPE_ROWS = 25_000  # user "big"; the other 25,000 rows are 50 users of 500 rows (1% each)
+SMALL_SCOPES = 50
+
+SUBJECTS = ["my sister", "the team", "our neighbour", "Caroline", "the landlord", "grandpa",
+            "the new intern", "my doctor", "the plumber", "a friend from school"]
+VERBS = ["recommended", "complained about", "fixed", "booked", "cancelled", "painted",
+         "bought", "forgot", "photographed", "reviewed"]
+OBJECTS = ["the kitchen sink", "a trip to Lisbon", "the garden fence", "a pottery class",
+           "the quarterly budget", "a vintage bicycle", "the jazz concert", "a sourdough recipe",
+           "the hiking boots", "a chess tournament"]
+
+
+def sentences() -> list[str]:
+    return [f"{s.capitalize()} {v} {o}." for s, v, o in itertools.product(SUBJECTS, VERBS, OBJECTS)]
+
+
+def scope_of(i: int) -> str:
+    return "big" if i < BIG_SCOPE_ROWS else f"small{i % SMALL_SCOPES}"
+
+
+@pytest.fixture(scope="module")
+def big_db(
+    server_dsn: str,
+    template_database: str,
+    embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> Iterator[str]:
+    """50,000 memories: 1,000 sentences with noise on their embeddings, HNSW built afterwards."""
+    name = f"pgmem_scale_{uuid.uuid4().hex[:8]}"
+    dsn = create_database(server_dsn, name, template=template_database)
+    texts = sentences()
+    vectors = embedder.embed(texts)
+    analyses = analyzer.analyze_many(texts)
+    rng = np.random.default_rng(7)
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        conn.execute("DROP INDEX pgmem.memories_embedding_idx")
+        with conn.cursor().copy(
+            "COPY pgmem.memories (user_id, text, content_hash, embedding, lexemes, lexeme_count)"
+            " FROM STDIN"
+        ) as copy:
+            for i in range(ROWS):
+                k = i % len(texts)
+                v = vectors[k] + rng.normal(0, 0.02, vectors.shape[1]).astype(np.float32)
+                copy.write_row((
+                    scope_of(i), texts[k], f"h{i}",
+                    json.dumps([round(float(x), 6) for x in v / np.linalg.norm(v)]),
+                    analyses[k].tsvector(), len(analyses[k].lexemes),
+                ))
+        conn.execute(
+            "CREATE INDEX memories_embedding_idx ON pgmem.memories"
+            " USING hnsw (embedding vector_cosine_ops)"
+        )
+        conn.execute("ANALYZE pgmem.memories")
+    yield dsn
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture(scope="module")
+def big_memory(
+    big_db: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> Iterator[pgmem.Memory]:
+    with pgmem.Memory(big_db, embedder=embedder, nlp=analyzer) as mem:
+        yield mem
+
+
+def exact_similarities(dsn: str, embedding: Any, user_id: str, k: int) -> list[float]:
+    """The k best similarities in the scope, by a sequential scan."""
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        conn.execute("SET enable_indexscan = off")
+        rows = conn.execute(
+            "SELECT 1 - (embedding <=> %s::vector) FROM pgmem.memories WHERE user_id = %s"
+            " ORDER BY embedding <=> %s::vector LIMIT %s",
+            (embedding, user_id, embedding, k),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+@pytest.mark.parametrize("limit", [10, 20])
+def test_a_one_percent_scope_returns_limit_results(
+    big_memory: pgmem.Memory, big_db: str, embedder: pgmem.SentenceTransformerEmbedder, limit: int
+) -> None:
+    query = "Who fixed the garden fence?"
+    hits = big_memory.search(query, user_id="small7", limit=limit, mode="semantic")
+    assert len(hits) == limit
+    assert {h.user_id for h in hits} == {"small7"}
+    hybrid = big_memory.search(query, user_id="small7", limit=limit)
+    assert len(hybrid) == limit
+    # The approximate scan finds rows as near as the exact nearest rows of the scope.
+    exact = exact_similarities(big_db, embedder.embed([query])[0], "small7", limit)
+    found = [h.explain.semantic for h in hits]
+    assert found == pytest.approx(exact, abs=0.01)
+
+
+def plan_indexes(node: dict[str, Any]) -> set[str]:
+    found = {node["Index Name"]} if "Index Name" in node else set()
+    for child in node.get("Plans", []):
+        found |= plan_indexes(child)
+    return found
+
+
+def test_the_plan_uses_the_hnsw_and_gin_indexes(big_memory: pgmem.Memory, big_db: str) -> None:
+    statement = big_memory.search_sql("Who fixed the garden fence?", user_id="big", limit=10)
+    with psycopg.connect(big_db) as conn:
+        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        conn.execute("SET LOCAL hnsw.ef_search = 60")
+        ((plan,),) = conn.execute(f"EXPLAIN (FORMAT JSON) {statement}").fetchall()  # type: ignore[call-overload]
+    indexes = plan_indexes(plan[0]["Plan"])
+    assert "memories_embedding_idx" in indexes, indexes
+    assert "memories_lexemes_idx" in indexes, indexes
+
+
+def test_a_one_percent_scope_through_the_hnsw_index(
+    big_db: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    """With sorts priced out, the planner walks the HNSW index and filters by scope: plain HNSW
+    would return a handful of rows; iterative scans fill the limit."""
+    query = "Who booked a trip to Lisbon?"
+    with psycopg.connect(big_db) as conn:
+        conn.execute("SET LOCAL enable_sort = off")
+        mem = pgmem.Memory(conn, embedder=embedder, nlp=analyzer)
+        statement = mem.search_sql(query, user_id="small3", limit=20, mode="semantic")
+        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        ((plan,),) = conn.execute(f"EXPLAIN (FORMAT JSON) {statement}").fetchall()  # type: ignore[call-overload]
+        assert "memories_embedding_idx" in plan_indexes(plan[0]["Plan"])
+        hits = mem.search(query, user_id="small3", limit=20, mode="semantic")
+        conn.rollback()
+    assert len(hits) == 20
+    assert {h.user_id for h in hits} == {"small3"}
+    exact = exact_similarities(big_db, embedder.embed([query])[0], "small3", 20)
+    assert [h.explain.semantic for h in hits] == pytest.approx(exact, abs=0.01)
