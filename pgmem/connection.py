@@ -36,7 +36,7 @@ class ServerCapabilities:
         return parse_version(self.pgvector_version) >= ITERATIVE_SCAN_VERSION
 
 
-def prepare_connection(conn: psycopg.Connection) -> ServerCapabilities:  # type: ignore[type-arg]
+def prepare_connection(conn: psycopg.Connection) -> ServerCapabilities:
     """Register pgvector's types on ``conn`` and read the server's capabilities.
 
     Runs in its own transaction block: a savepoint when the caller's transaction is open, so
@@ -58,14 +58,14 @@ class Connector:
 
     def __init__(
         self,
-        source: str | psycopg.Connection | ConnectionPool | None,  # type: ignore[type-arg]
+        source: str | psycopg.Connection | ConnectionPool | None,
         *,
         min_size: int = 1,
         max_size: int = 10,
     ) -> None:
-        self._owned_pool: ConnectionPool | None = None  # type: ignore[type-arg]
-        self._pool: ConnectionPool | None = None  # type: ignore[type-arg]
-        self._connection: psycopg.Connection | None = None  # type: ignore[type-arg]
+        self._owned_pool: ConnectionPool | None = None
+        self._pool: ConnectionPool | None = None
+        self._connection: psycopg.Connection | None = None
         if isinstance(source, psycopg.Connection):
             self._connection = source
         elif isinstance(source, ConnectionPool):
@@ -88,11 +88,11 @@ class Connector:
         self._lock = threading.Lock()
         self._opened = False
 
-    def _configure(self, conn: psycopg.Connection) -> None:  # type: ignore[type-arg]
+    def _configure(self, conn: psycopg.Connection) -> None:
         self._capabilities[conn] = prepare_connection(conn)
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[tuple[psycopg.Connection, ServerCapabilities]]:  # type: ignore[type-arg]
+    def transaction(self) -> Iterator[tuple[psycopg.Connection, ServerCapabilities]]:
         """A connection inside a transaction (or a savepoint of the caller's), and what its
         server can do. Errors leave as :class:`~pgmem.errors.DatabaseError` subclasses."""
         with self._checkout() as conn:
@@ -103,7 +103,7 @@ class Connector:
                 yield conn, capabilities
 
     @contextlib.contextmanager
-    def _checkout(self) -> Iterator[psycopg.Connection]:  # type: ignore[type-arg]
+    def _checkout(self) -> Iterator[psycopg.Connection]:
         if self._connection is not None:
             yield self._connection
             return

@@ -25,15 +25,14 @@ from pgmem.store import Conn, Store
 
 logger = logging.getLogger(__name__)
 
-MODES: Mapping[str, tuple[str, ...]] = {
-    "hybrid": pipeline.LEGS,
-    "semantic": ("semantic",),
-    "keyword": ("keyword",),
-}
 
 
 class Memory:
     """Agent memory in PostgreSQL: ``add`` texts to a scope, ``search`` them back.
+
+    The lifecycle: ``add`` / ``add_many``, ``update``, ``delete`` / ``delete_all``, ``get``,
+    ``get_all`` (cursor paging) and ``history``. Model work runs before a write's transaction
+    opens, so no lock is held while texts are embedded.
 
     ``db`` is a DSN (libpq URL or key=value; None uses ``PGMEM_DSN``, then libpq's ``PG*``
     variables), or a psycopg ``Connection`` or ``ConnectionPool`` owned by the caller. Nothing
@@ -47,7 +46,7 @@ class Memory:
 
     def __init__(
         self,
-        db: str | psycopg.Connection | ConnectionPool | None = None,  # type: ignore[type-arg]
+        db: str | psycopg.Connection | ConnectionPool | None = None,
         *,
         embedder: Any = None,
         nlp: TextAnalyzer | str | None = None,
@@ -367,8 +366,9 @@ class Memory:
         Fuses semantic similarity, keyword match and entity links (see :mod:`pgmem.scoring`);
         each hit's ``explain`` gives the breakdown. ``threshold`` drops memories whose semantic
         similarity is lower. ``filters`` constrain metadata (see :mod:`pgmem.filters`).
-        ``mode`` is ``"hybrid"`` (default), ``"semantic"`` or ``"keyword"`` (one signal alone);
-        ``legs`` narrows which legs supply candidates (for measurements).
+        ``mode`` names the signals scored: ``"hybrid"`` (default: all three), or ``"semantic"``,
+        ``"keyword"``, ``"entity"`` joined by ``+`` (``"semantic+keyword"``); the legs of those
+        signals supply candidates unless ``legs`` narrows them (for measurements).
 
         Raises:
             ScopeError, InvalidInputError, FilterError: bad arguments.
@@ -429,9 +429,7 @@ class Memory:
         mode: str,
         legs: Sequence[str] | None,
     ) -> pipeline.SearchRequest:
-        if mode not in MODES:
-            raise InvalidInputError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
-        signals = MODES[mode]
+        signals = pipeline.signals_of_mode(mode)
         legs = tuple(legs) if legs is not None else signals
         if not legs or not set(legs) <= set(pipeline.LEGS):
             raise InvalidInputError(f"legs must be among {pipeline.LEGS}, got {legs!r}")

@@ -204,14 +204,17 @@ def _entities(doc: Any, with_entities: bool) -> tuple[Entity, ...]:
     for ent in doc.ents:
         if ent.label_ in ENTITY_LABELS:
             keep(ent.text, ent.label_)
+    # Proper-noun runs the recogniser did not judge: a run overlapping one of its spans (of any
+    # label) would only add a variant of it ("Woohoo Melanie" beside "Melanie").
+    recognised = {i for ent in doc.ents for i in range(ent.start, ent.end)}
     run: list[Any] = []
     for token in [*doc, None]:
         if token is not None and token.pos_ == "PROPN":
             run.append(token)
             continue
-        if run:
+        if run and not any(t.i in recognised for t in run):
             keep(doc[run[0].i : run[-1].i + 1].text, "PROPN")
-            run = []
+        run = []
     for match in _QUOTED.finditer(doc.text):
         keep(match.group(1) or match.group(2), "QUOTED")
     return tuple(found.values())[:MAX_ENTITIES_PER_TEXT]

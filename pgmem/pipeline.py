@@ -73,6 +73,19 @@ class SearchPlan:
         return tuple(signal for signal, on in zip(LEGS, active) if on)
 
 
+def signals_of_mode(mode: object) -> tuple[str, ...]:
+    """The signals a search ``mode`` scores: "hybrid" is all three; otherwise signal names
+    joined by "+" ("semantic+keyword"). Raises InvalidInputError for anything else."""
+    if mode == "hybrid":
+        return LEGS
+    names = mode.split("+") if isinstance(mode, str) else []
+    if not names or not set(names) <= set(LEGS) or len(set(names)) != len(names):
+        raise InvalidInputError(
+            f"mode must be 'hybrid' or signals of {LEGS} joined by '+', got {mode!r}"
+        )
+    return tuple(s for s in LEGS if s in names)
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """A checked search call. ``legs`` supply candidates, ``signals`` are scored; both are all

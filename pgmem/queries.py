@@ -33,7 +33,7 @@ class Queries:
     def get(self, name: str, filters: sql.Composable = sql.SQL("TRUE")) -> sql.Composed:
         """Statement ``name`` with the schema, scope and ``filters`` composed in."""
         raw = raw_queries()
-        scope = sql.SQL(raw["scope"]).format(filters=filters)  # type: ignore[arg-type]
-        return sql.SQL(raw[name]).format(  # type: ignore[arg-type]
+        scope = sql.SQL(raw["scope"]).format(filters=filters)
+        return sql.SQL(raw[name]).format(
             schema=self.schema, scope=scope, filters=filters
         )

@@ -144,8 +144,9 @@ def fuse(
 ) -> list[Fused]:
     """Gate on the semantic threshold, score, sort best first and cut to ``limit``.
 
-    Ties keep the order of ``candidates``. With ``semantic_active`` false (keyword-only
-    measurements) there is no threshold gate and similarity does not count.
+    Equal scores are ordered by semantic similarity (keyword scores are coarse, so ties are
+    common in keyword-only searches), then keep the order of ``candidates``. With
+    ``semantic_active`` false there is no threshold gate and similarity does not count.
     """
     denominator = max_possible(keyword_active, entity_active, semantic_active)
     if denominator == 0:
@@ -169,5 +170,5 @@ def fuse(
                 score=total / denominator,
             )
         )
-    fused.sort(key=lambda f: f.score, reverse=True)
+    fused.sort(key=lambda f: (f.score, f.semantic), reverse=True)
     return fused[:limit]

@@ -70,22 +70,27 @@ keyword AS (
      ORDER BY CASE WHEN %(keyword_score)s = 'bm25' THEN k.bm25 ELSE k.rank_cd END DESC
      LIMIT %(keyword_limit)s
 ),
--- Entity leg: the nearest known entities to each query entity (similarity >= the minimum), their
--- links to memories in the scope, and each entity's spread counted over those links.
+-- Entity leg: for each query entity, the nearest known entities that memories of the scope
+-- link to (similarity >= the minimum; iterative scans keep the scope filter from starving the
+-- index scan), and their links to memories of the scope.
 entity_match AS (
-    SELECT e.id AS entity_id, e.name, max(e.similarity) AS similarity
-      FROM unnest(%(entity_embeddings)s::vector[]) AS q(embedding)
+    SELECT q.n AS query_entity, e.id AS entity_id, e.name, e.similarity
+      FROM unnest(%(entity_embeddings)s::vector[]) WITH ORDINALITY AS q(embedding, n)
      CROSS JOIN LATERAL (
             SELECT e.id, e.name, 1 - (e.embedding <=> q.embedding) AS similarity
               FROM {schema}.entities e
              WHERE e.tenant = %(tenant)s
+               AND EXISTS (SELECT 1
+                             FROM {schema}.memory_entities me
+                             JOIN {schema}.memories m
+                               ON m.tenant = me.tenant AND m.id = me.memory_id
+                            WHERE me.tenant = e.tenant AND me.entity_id = e.id AND {scope})
              ORDER BY e.embedding <=> q.embedding
              LIMIT %(entity_neighbours)s) e
      WHERE e.similarity >= %(entity_min_similarity)s
-     GROUP BY e.id, e.name
 ),
 entity_links AS MATERIALIZED (
-    SELECT me.memory_id AS id, em.entity_id, em.name, em.similarity
+    SELECT me.memory_id AS id, em.query_entity, em.entity_id, em.name, em.similarity
       FROM entity_match em
       JOIN {schema}.memory_entities me
         ON me.tenant = %(tenant)s AND me.entity_id = em.entity_id
@@ -93,10 +98,16 @@ entity_links AS MATERIALIZED (
         ON m.tenant = me.tenant AND m.id = me.memory_id
      WHERE {scope}
 ),
+-- The spread of a link: the memories of the scope the query entity reaches through matches at
+-- least as similar as this one. Near-duplicate names ("Melanie", "Hi Melanie", "Mel") then
+-- count as one common entity, while a weaker match ("Paris" for "Berlin") cannot make an
+-- exact one look common.
 entity_spread AS (
-    SELECT l.entity_id, count(*) AS spread
-      FROM entity_links l
-     GROUP BY l.entity_id
+    SELECT m.query_entity, m.entity_id,
+           (SELECT count(DISTINCT l.id)
+              FROM entity_links l
+             WHERE l.query_entity = m.query_entity AND l.similarity >= m.similarity) AS spread
+      FROM (SELECT DISTINCT query_entity, entity_id, similarity FROM entity_links) m
 ),
 entity_hits AS (
     SELECT l.id,
@@ -104,7 +115,7 @@ entity_hits AS (
                                         'spread', s.spread)) AS hits,
            max(l.similarity / (1 + %(spread_decay)s * (s.spread - 1) ^ 2)) AS rank
       FROM entity_links l
-      JOIN entity_spread s USING (entity_id)
+      JOIN entity_spread s USING (query_entity, entity_id)
      GROUP BY l.id
 ),
 entity AS (

@@ -205,3 +205,23 @@ def test_a_reranker_reorders_the_fused_results(
     with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
         with pytest.raises(pgmem.ConfigurationError, match="reranker"):
             mem.search("router", user_id="u1", rerank=True)
+
+
+def test_near_duplicate_entity_names_share_one_spread(memory: pgmem.Memory) -> None:
+    add_all(memory, [f"Melanie said hello on day {i}" for i in range(40)])
+    variant = memory.add("Mel went to the lake with the kids", user_id="u1")
+    hits = memory.search("What did Melanie do at the lake?", user_id="u1", limit=50)
+    (hit,) = [h for h in hits if h.id == variant.id]
+    # "mel" is a rarer name than "melanie", but the query entity reaches 41 memories through
+    # names at least as similar as "mel": the variant is not boosted as a rare entity.
+    assert hit.explain.entity_hits and all(e.spread >= 40 for e in hit.explain.entity_hits)
+
+
+def test_a_weaker_match_does_not_make_an_exact_entity_common(memory: pgmem.Memory) -> None:
+    add_all(memory, [f"Paris was sunny on day {i}" for i in range(60)])
+    berlin = memory.add("Berlin was rainy", user_id="u1")
+    hits = memory.search("weather in Berlin", user_id="u1", limit=70)
+    (hit,) = [h for h in hits if h.id == berlin.id]
+    assert hit.explain.entity_hits[0].name == "berlin"
+    assert hit.explain.entity_hits[0].spread == 1
+    assert hit.explain.entity == pytest.approx(0.5)

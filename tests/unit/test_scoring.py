@@ -120,3 +120,14 @@ def test_internal_limit_over_fetches() -> None:
     assert scoring.internal_limit(1) == 60
     assert scoring.internal_limit(15) == 60
     assert scoring.internal_limit(20) == 80
+
+
+def test_equal_scores_are_ordered_by_similarity() -> None:
+    candidates = [
+        Signals("far", semantic=0.2, keyword_raw=5.0),
+        Signals("near", semantic=0.6, keyword_raw=5.0),
+    ]
+    fused = fuse(candidates, n_terms=1, keyword_active=True, entity_active=False,
+                 threshold=0.0, limit=2, semantic_active=False)
+    assert fused[0].score == fused[1].score
+    assert [f.key for f in fused] == ["near", "far"]
