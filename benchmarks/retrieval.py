@@ -29,12 +29,11 @@ spaCy, inserts) per task, and searching (all questions, one call each) per confi
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ import pgmem
 from benchmarks import locomo
 from benchmarks.database import scratch_database, server_dsn
 from benchmarks.metrics import Scores, mean_scores, recall_at_k, score_question
-from pgmem.nlp import Analysis
+from pgmem import scoring
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
@@ -64,7 +63,7 @@ class SearchConfig:
     mode: str = "hybrid"
     keyword_score: str = "bm25"
     legs: tuple[str, ...] | None = None
-    query_entities: bool = True  # False: queries are analysed without entities
+    rank_cd_scale: float | None = None  # overrides scoring.RANK_CD_SCALE (calibration sweep)
 
 
 CONFIGS = (
@@ -75,54 +74,34 @@ CONFIGS = (
     SearchConfig("keyword-ts", "keyword (ts_rank_cd)", mode="keyword", keyword_score="ts_rank_cd"),
     # Mem0's design: only the semantic leg's hits are re-ranked.
     SearchConfig("hybrid-semantic-legs", "hybrid, semantic candidates only", legs=("semantic",)),
-    SearchConfig(
-        "hybrid-no-entities", "hybrid without entities",
-        legs=("semantic", "keyword"), query_entities=False,
+    SearchConfig("hybrid-no-entities", "hybrid without entities", mode="semantic+keyword"),
+    # Calibrations of ts_rank_cd onto the BM25 scale of the sigmoid table.
+    *(
+        SearchConfig(f"hybrid-ts-x{scale:g}", f"hybrid ts_rank_cd x{scale:g}",
+                     keyword_score="ts_rank_cd", rank_cd_scale=scale)
+        for scale in (10.0, 25.0, 100.0)
     ),
 )
 CONFIGS_BY_KEY = {c.key: c for c in CONFIGS}
 
 
-class EntityBlindAnalyzer(pgmem.TextAnalyzer):
-    """A :class:`~pgmem.TextAnalyzer` that finds no entities, sharing another's spaCy pipeline.
-
-    ``Memory.search`` has no switch for the entity signal; a query without entities turns it off
-    (and drops it from the score's denominator). Only for searching: memories added through it
-    would have no entity links.
-    """
-
-    def __init__(self, inner: pgmem.TextAnalyzer) -> None:
-        super().__init__()
-        self._inner = inner
-
-    @property
-    def nlp(self) -> Any:
-        return self._inner.nlp
-
-    def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
-        analyses = self._inner.analyze_many(texts, batch_size=batch_size)
-        return [dataclasses.replace(a, entities=()) for a in analyses]
-
-
 class Memories:
-    """The ``Memory`` objects of one schema, one per (keyword score, query entities), sharing
-    one embedder and one analyzer. Close them all with :meth:`close`."""
+    """The ``Memory`` objects of one schema, one per keyword score, sharing one embedder and
+    one analyzer. Close them all with :meth:`close`."""
 
     def __init__(self, dsn: str, schema: str, embedder: Any, analyzer: pgmem.TextAnalyzer):
         self._dsn, self._schema = dsn, schema
         self._embedder, self._analyzer = embedder, analyzer
-        self._memories: dict[tuple[str, bool], pgmem.Memory] = {}
+        self._memories: dict[str, pgmem.Memory] = {}
 
-    def get(self, keyword_score: str = "bm25", query_entities: bool = True) -> pgmem.Memory:
-        """The ``Memory`` for this keyword score; with ``query_entities`` false, for search only."""
-        key = (keyword_score, query_entities)
-        if key not in self._memories:
-            analyzer = self._analyzer if query_entities else EntityBlindAnalyzer(self._analyzer)
-            self._memories[key] = pgmem.Memory(
-                self._dsn, embedder=self._embedder, nlp=analyzer,
+    def get(self, keyword_score: str = "bm25") -> pgmem.Memory:
+        """The ``Memory`` for this keyword score."""
+        if keyword_score not in self._memories:
+            self._memories[keyword_score] = pgmem.Memory(
+                self._dsn, embedder=self._embedder, nlp=self._analyzer,
                 keyword_score=keyword_score, schema=self._schema,
             )
-        return self._memories[key]
+        return self._memories[keyword_score]
 
     def close(self) -> None:
         """Close every ``Memory`` made."""
@@ -187,13 +166,19 @@ def evaluate(
     memories: Memories, config: SearchConfig, conversations: Sequence[locomo.Conversation]
 ) -> ConfigResult:
     """Search every question with ``config`` and average the scores."""
-    memory = memories.get(config.keyword_score, config.query_entities)
+    memory = memories.get(config.keyword_score)
     start = time.perf_counter()
-    scores = [
-        score_question(ranking(memory, config, c.id, q.text), q.evidence, q.n_relevant)
-        for c in conversations
-        for q in c.questions
-    ]
+    default_scale = scoring.RANK_CD_SCALE
+    if config.rank_cd_scale is not None:
+        scoring.RANK_CD_SCALE = config.rank_cd_scale
+    try:
+        scores = [
+            score_question(ranking(memory, config, c.id, q.text), q.evidence, q.n_relevant)
+            for c in conversations
+            for q in c.questions
+        ]
+    finally:
+        scoring.RANK_CD_SCALE = default_scale
     return ConfigResult(config, mean_scores(scores), time.perf_counter() - start)
 
 

@@ -416,7 +416,7 @@ def print_hits(hits: Sequence[SearchHit], out: TextIO | None = None) -> None:
         print(f"{rank:>3} {hit.score:>6.3f} {e.semantic:>8.3f} {raw:>7} {e.keyword:>7.3f} "
               f"{e.entity:>6.3f}  {legs:<11} {_clip(hit.text, used)}", file=out)
         for h in e.entity_hits:
-            print(f"{'':>8}entity {h.name!r}: similarity {h.similarity:.2f}, linked to "
+            print(f"{'':>8}entity {h.name!r} (similarity {h.similarity:.2f}) reaches "
                   f"{h.spread} memor{'y' if h.spread == 1 else 'ies'} of the scope", file=out)
     e = hits[0].explain
     parts = [name for name in ("semantic", "keyword", "entity") if name in e.signals]
@@ -968,7 +968,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PgmemError as exc:
         print(f"pgmem: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # the import file, a broken pipe
+    except BrokenPipeError:  # `pgmem list ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as exc:  # the import file
         print(f"pgmem: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -311,21 +311,46 @@ def _prune_dead(handles: Any) -> list[int]:
 
 def _postmaster_pid(pgdata: Path) -> int | None:
     """The pid of the postmaster serving ``pgdata``, or None when none is running."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+    return pid if _is_postmaster_of(pid, pgdata) else None
+
+
+def _is_postmaster_of(pid: int, pgdata: Path) -> bool:
+    """Whether ``pid`` is a living (not zombie) postgres serving ``pgdata``."""
     import psutil
 
     try:
-        first = (pgdata / "postmaster.pid").read_text().split("\n", 1)[0]
-        pid = int(first)
         process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
         cmdline = process.cmdline()
-    except (OSError, ValueError, psutil.Error):
-        return None
-    is_postgres = bool(cmdline) and Path(cmdline[0]).name == "postgres"
-    return pid if is_postgres and str(pgdata) in cmdline else None
+    except psutil.Error:
+        return False
+    return bool(cmdline) and Path(cmdline[0]).name == "postgres" and str(pgdata) in cmdline
 
 
 def _remove_stale_pid_file(pgdata: Path) -> None:
-    """Remove ``postmaster.pid`` when no postmaster of ``pgdata`` runs under its pid."""
+    """Remove ``postmaster.pid``, and the lock file of its socket, when no postmaster of
+    ``pgdata`` runs under their pid. PostgreSQL removes them itself only when their pid is
+    free: not when the system gave it to another process, nor while the dead server is a
+    zombie not yet reaped."""
     pid_file = pgdata / "postmaster.pid"
-    if pid_file.exists() and _postmaster_pid(pgdata) is None:
-        pid_file.unlink(missing_ok=True)
+    try:
+        lines = pid_file.read_text().split("\n")
+    except OSError:
+        return
+    if _postmaster_pid(pgdata) is not None:
+        return
+    # Lines 4 and 5 of postmaster.pid: the port and the socket directory.
+    if len(lines) > 4 and lines[3].strip().isdigit() and lines[4].strip():
+        lock = Path(lines[4].strip()) / f".s.PGSQL.{lines[3].strip()}.lock"
+        try:
+            owner = int(lock.read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            owner = None
+        if owner is not None and not _is_postmaster_of(owner, pgdata):
+            lock.unlink(missing_ok=True)
+    pid_file.unlink(missing_ok=True)

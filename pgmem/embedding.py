@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from pgmem.errors import ConfigurationError, DimensionMismatchError, EmbeddingError
+from pgmem.errors import ConfigurationError, DimensionMismatchError, EmbeddingError, PgmemError
 
 HUB_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -81,13 +81,20 @@ def checked_embeddings(embedder: Any, texts: Sequence[str], dim: int) -> npt.NDA
 
     Raises:
         DimensionMismatchError: the vectors have another dimension than the schema's.
-        EmbeddingError: wrong row count, NaN or infinite values, or a zero vector.
+        EmbeddingError: the embedder raised, or returned a wrong row count, NaN or infinite
+            values, or a zero vector.
     """
     if not texts:
         return np.zeros((0, dim), dtype=np.float32)
     try:
-        vectors = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
-    except (TypeError, ValueError) as exc:
+        output = embedder.embed(list(texts))
+    except PgmemError:
+        raise
+    except Exception as exc:  # a model's failure is the caller's to catch as a PgmemError
+        raise EmbeddingError(f"the embedder failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        vectors = np.asarray(output, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise EmbeddingError(f"the embedder returned something that is not a matrix: {exc}") from exc
     if vectors.ndim != 2 or vectors.shape[0] != len(texts):
         raise EmbeddingError(

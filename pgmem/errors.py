@@ -64,16 +64,38 @@ class ConnectionLostError(DatabaseError):
 
 
 class QueryTimeoutError(DatabaseError):
-    """A statement ran longer than the server's statement_timeout and was cancelled."""
+    """A statement ran longer than the server's statement_timeout (or waited for a lock longer
+    than lock_timeout) and was cancelled."""
+
+
+# SQLSTATEs after which the session is gone: connection exceptions (class 08), the server
+# terminating it (pg_terminate_backend, shutdown, crash, starting up), too many connections,
+# idle-in-transaction timeout.
+_CONNECTION_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "25P03")
 
 
 def translate(exc: psycopg.Error) -> DatabaseError:
     """The :class:`DatabaseError` subclass that stands for a psycopg error."""
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return QueryTimeoutError(f"statement cancelled: {exc}")
-    if isinstance(exc, psycopg.OperationalError):
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        return QueryTimeoutError(f"lock not available: {exc}")
+    if _connection_lost(exc):
         return ConnectionLostError(f"connection to PostgreSQL failed: {exc}")
+    # Deadlocks, serialization failures, full disks... are OperationalErrors too, but the
+    # connection survives them: they are no ConnectionLostError.
     return DatabaseError(f"{type(exc).__name__}: {exc}")
+
+
+def _connection_lost(exc: psycopg.Error) -> bool:
+    sqlstate = exc.sqlstate
+    if sqlstate is not None:
+        return sqlstate.startswith(_CONNECTION_SQLSTATES)
+    # No SQLSTATE: libpq's own connection failures and psycopg_pool's errors (no connection in
+    # time, pool closed) -- but not a pipeline aborted by an earlier error.
+    return isinstance(exc, psycopg.OperationalError) and not isinstance(
+        exc, psycopg.errors.PipelineAborted
+    )
 
 
 @contextlib.contextmanager

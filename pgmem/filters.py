@@ -91,8 +91,9 @@ Errors
 Anything else raises :class:`~pgmem.errors.FilterError` naming where in the filter the problem
 is, the key, the operator and the offending value's type: a filter that is not a mapping, an
 empty operator mapping, an empty ``AND``/``OR`` list, an unknown operator, a value of the wrong
-type, a non-finite float, a string containing a NUL byte, a list that is empty or longer than
-1000 items, an invalid key, or nesting deeper than 32 levels.
+type, a non-finite float, an int too long to write as text, a string containing a NUL byte or a
+lone surrogate, a list that is empty or longer than 1000 items, an invalid key, or nesting deeper
+than 32 levels.
 """
 
 from __future__ import annotations
@@ -283,6 +284,8 @@ def _parse_key(key: object, where: str) -> tuple[str, tuple[str, ...]]:
         )
     if "\x00" in key:
         raise FilterError(f"{where}: key {_short(key)} contains a NUL byte")
+    if not _utf8(key):
+        raise FilterError(f"{where}: key {_short(key)} contains a lone surrogate")
     segments = tuple(key.split("."))
     if "" in segments:
         raise FilterError(
@@ -427,12 +430,29 @@ def _check_scalar(target: _Target, op: str, value: object) -> None:
 def _check_finite(target: _Target, op: str, value: object) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise target.fail(op, f"expects a finite number, got float {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        # An int JSON cannot write (more digits than Python converts to text) is no value
+        # metadata can hold either.
+        try:
+            str(value)
+        except ValueError:
+            raise target.fail(op, "expects an int of at most a few thousand digits") from None
 
 
 def _check_no_nul(target: _Target, op: str, value: object) -> None:
     # PostgreSQL's text and jsonb cannot hold NUL; fail here rather than in the database.
     if isinstance(value, str) and "\x00" in value:
         raise target.fail(op, "expects a str without NUL bytes, got a str containing one")
+    if isinstance(value, str) and not _utf8(value):
+        raise target.fail(op, "expects valid Unicode, got a str with a lone surrogate")
+
+
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_scalar(value: object) -> bool:

@@ -13,7 +13,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pgmem import pipeline, scoring, validate
-from pgmem.connection import Connector, ServerCapabilities
+from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, Connector, ServerCapabilities
 from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
 from pgmem.errors import ConfigurationError, InvalidInputError, NotFoundError, SchemaError
 from pgmem.filters import compile_filters
@@ -42,6 +42,9 @@ class Memory:
     ``nlp``: a :class:`~pgmem.nlp.TextAnalyzer` or a spaCy model name.
     ``reranker``: any object with ``rerank(query, hits, limit)``, used when ``rerank=True``.
     ``keyword_score``: ``"bm25"`` (default) or ``"ts_rank_cd"``.
+    ``max_text_length``: the longest text or query accepted, in characters.
+    ``connect_timeout``: seconds pgmem's own pool may take to connect before a call raises
+    :class:`~pgmem.errors.ConnectionLostError` naming the reason.
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class Memory:
         keyword_score: str = "bm25",
         max_text_length: int = validate.MAX_TEXT_LENGTH,
         pool_max_size: int = 10,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         if keyword_score not in scoring.KEYWORD_SCORES:
             raise ConfigurationError(
@@ -67,11 +71,11 @@ class Memory:
         self.tenant = tenant
         validate.scope(tenant, "-", None, None)  # checks the tenant
         self.keyword_score = keyword_score
-        self.max_text_length = max_text_length
+        self.max_text_length = validate.max_text_length(max_text_length)
         self.embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
         self.analyzer = nlp if isinstance(nlp, TextAnalyzer) else TextAnalyzer(nlp)
         self.reranker = reranker
-        self._connector = Connector(db, max_size=pool_max_size)
+        self._connector = Connector(db, max_size=pool_max_size, connect_timeout=connect_timeout)
         self._store = Store(schema)
         self._dim: int | None = None
 

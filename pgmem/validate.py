@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pgmem.errors import InvalidInputError, ScopeError
+from pgmem.errors import ConfigurationError, InvalidInputError, ScopeError
 
 MAX_TEXT_LENGTH = 10_000  # characters; Memory(max_text_length=...) changes it
 MAX_LIMIT = 1000
@@ -60,6 +60,8 @@ def _identifier(name: str, value: object) -> str | None:
         raise InvalidInputError(f"{name} is longer than {MAX_SCOPE_LENGTH} characters")
     if "\x00" in value:
         raise InvalidInputError(f"{name} contains a NUL character")
+    if not _utf8(value):
+        raise InvalidInputError(f"{name} contains a lone surrogate, which is not valid Unicode")
     return value
 
 
@@ -71,6 +73,8 @@ def text(value: object, *, what: str = "text", max_length: int = MAX_TEXT_LENGTH
         raise InvalidInputError(f"{what} is empty")
     if "\x00" in value:
         raise InvalidInputError(f"{what} contains a NUL character, which PostgreSQL cannot store")
+    if not _utf8(value):
+        raise InvalidInputError(f"{what} contains a lone surrogate, which is not valid Unicode")
     if len(value) > max_length:
         raise InvalidInputError(
             f"{what} has {len(value)} characters; the maximum is {max_length}"
@@ -105,13 +109,57 @@ def metadata(value: object) -> dict[str, Any]:
         raise InvalidInputError(f"metadata must be a dict, got {type(value).__name__}")
     try:
         encoded = json.dumps(dict(value), allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"metadata is not JSON-serialisable: {exc}") from exc
-    if "\\u0000" in encoded:
-        raise InvalidInputError("metadata contains a NUL character, which PostgreSQL cannot store")
+    _check_json_strings(value)
     if len(encoded.encode()) > MAX_METADATA_BYTES:
         raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
     return dict(value)
+
+
+def _utf8(value: str) -> bool:
+    """Whether ``value`` encodes as UTF-8 (lone surrogates, e.g. from bad decoding, do not)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_json_strings(value: object) -> None:
+    """Raise unless every string (key or value) in a JSON-serialisable value is storable:
+    jsonb rejects NUL characters and lone surrogates."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            strings: Iterable[object] = (item,)
+        elif isinstance(item, Mapping):
+            strings = item.keys()
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            strings = ()
+            stack.extend(item)
+        else:
+            continue
+        for string in strings:
+            if not isinstance(string, str):
+                continue
+            if "\x00" in string:
+                raise InvalidInputError(
+                    "metadata contains a NUL character, which PostgreSQL cannot store"
+                )
+            if not _utf8(string):
+                raise InvalidInputError(
+                    "metadata contains a lone surrogate, which is not valid Unicode"
+                )
+
+
+def max_text_length(value: object) -> int:
+    """The ``max_text_length`` setting: a positive integer. Raises ConfigurationError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"max_text_length must be a positive integer, got {value!r}")
+    return value
 
 
 def memory_id(value: object) -> uuid.UUID:

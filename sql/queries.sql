@@ -102,7 +102,7 @@ entity_links AS MATERIALIZED (
 -- least as similar as this one. Near-duplicate names ("Melanie", "Hi Melanie", "Mel") then
 -- count as one common entity, while a weaker match ("Paris" for "Berlin") cannot make an
 -- exact one look common.
-entity_spread AS (
+entity_spread AS MATERIALIZED (
     SELECT m.query_entity, m.entity_id,
            (SELECT count(DISTINCT l.id)
               FROM entity_links l

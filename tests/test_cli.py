@@ -269,8 +269,8 @@ def test_search_prints_each_signal(demo: Run) -> None:
     assert len([line for line in lines if re.match(r"\s+\d ", line)]) == 3
 
     out = demo.ok("search", "Who will be in NYC this autumn?", "--user", "ben", "--limit", "2")
-    assert "entity 'new york city': similarity 0.9" in out
-    assert "linked to 1 memory of the scope" in out
+    assert "entity 'new york city' (similarity 0.9" in out
+    assert ") reaches 1 memory of the scope" in out
     assert out.splitlines()[-1] == "score = (semantic + keyword + entity) / 2.5; keyword score bm25"
 
 

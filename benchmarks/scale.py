@@ -1,0 +1,140 @@
+"""How the search statement's time grows with the table, leg by leg, against bare pgvector.
+
+    python -m benchmarks.scale [--sizes 10000,100000,1000000] [--queries 100] [--dsn DSN]
+                               [--torch-threads 1] [--no-doc]
+
+For each size, a scratch database holds the corpus of :mod:`benchmarks.corpus` (100 memories per
+user); sizes beyond the cached real corpus (100,000) repeat it under new users with noise on the
+vectors (``corpus.synthetic_rows``). Each query (LoCoMo questions, ``limit=20``) is planned once
+as ``Memory.search`` plans it, then, after a warm-up pass, these statements run once each in
+rotating order, each in a transaction after the search's ``SET LOCAL`` (iterative HNSW scans,
+``ef_search`` = 80), unprepared:
+
+- the bare pgvector top-20 of the scope (the baseline);
+- each leg alone: the search statement's CTEs followed by ``SELECT count(*) FROM semantic``
+  (resp. ``keyword``, ``entity``) instead of its final SELECT -- CTEs nobody references are not
+  run, so this is the leg and what it depends on;
+- the whole search statement.
+
+Times are p50 over the queries, as ratios to the bare query's p50 at the same size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pgmem
+from benchmarks import corpus, locomo, report
+from benchmarks.database import scratch_database, server_dsn
+from benchmarks.latency import BARE, LIMIT, Searcher, search_statement
+
+LEGS = ("semantic", "keyword", "entity")
+STATEMENTS = ("bare", *LEGS, "search")
+
+
+def measure(dsn: str, queries: Sequence[corpus.Query], embedder: Any,
+            analyzer: pgmem.TextAnalyzer) -> dict[str, list[float]]:
+    """Seconds per statement per query (measured pass only)."""
+    searcher = Searcher(dsn, embedder, analyzer)
+    try:
+        statements = {
+            "bare": BARE,
+            **{leg: search_statement(searcher.condition, f"SELECT count(*) FROM {leg}")
+               for leg in LEGS},
+            "search": search_statement(searcher.condition),
+        }
+        params = []
+        for q in queries:
+            p = dict(searcher.plan(q).params)
+            p.update(k=LIMIT)
+            params.append(p)
+        times: dict[str, list[float]] = {}
+        for measured in (False, True):
+            times = {name: [] for name in STATEMENTS}
+            for i, p in enumerate(params):
+                for j in range(len(STATEMENTS)):
+                    name = STATEMENTS[(i + j) % len(STATEMENTS)]
+                    seconds, _ = searcher.timed(statements[name], p)
+                    times[name].append(seconds)
+        return times
+    finally:
+        searcher.close()
+
+
+def result_table(results: Sequence[tuple[int, float, dict[str, list[float]]]]) -> str:
+    """One row per size: the bare query's p50, and each statement's p50 as a ratio to it."""
+    head = ("memories", "load s", "bare top-20 p50 ms", "semantic leg", "keyword leg",
+            "entity leg", "search statement", "search p50 ms")
+    rows = []
+    for n, load_seconds, times in results:
+        bare = report.p50(times["bare"])
+        rows.append((
+            f"{n:,}", f"{load_seconds:.0f}", report.ms(bare),
+            *(report.ratio(report.p50(times[s]), bare) for s in (*LEGS, "search")),
+            report.ms(report.p50(times["search"])),
+        ))
+    return report.table(head, rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000",
+                        help="comma-separated corpus sizes (default: %(default)s)")
+    parser.add_argument("--queries", type=int, default=100, help="queries per size")
+    parser.add_argument("--real-rows", type=int, default=100_000,
+                        help="rows of real (cached) corpus; larger sizes are synthetic")
+    parser.add_argument("--data", type=corpus.Path, default=corpus.DEFAULT_DATA)
+    parser.add_argument("--dsn", help="a server where databases may be created")
+    parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
+    parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    corpus.limit_torch_threads(args.torch_threads)
+    server = server_dsn(args.dsn)
+    raw = locomo.load_conversations(args.data)
+    embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
+    cache = corpus.Cache(args.data, embedder, analyzer)
+    data = corpus.corpus(raw, min(max(sizes), args.real_rows), cache)
+    results = []
+    for n in sizes:
+        queries = corpus.queries(raw, n // corpus.ROWS_PER_USER, args.queries)
+        with scratch_database(server, f"pgmem_scale_{os.getpid()}_{n}") as dsn:
+            pgmem.migrate(dsn)
+            corpus.progress(f"{n:,} rows: loading")
+            began = time.perf_counter()
+            if n <= len(data):
+                load = corpus.load_corpus(dsn, data.head(n))
+            else:
+                rows = corpus.synthetic_rows(data.rows, data.vectors, data.analyses, n)
+                load = corpus.load(dsn, rows, data.surfaces, maintenance_work_mem="4GB")
+            corpus.progress(f"  loaded in {time.perf_counter() - began:.0f} s "
+                            f"(COPY {load.copy_seconds:.0f} s, indexes {load.index_seconds:.0f} s);"
+                            " measuring")
+            results.append((n, load.total, measure(dsn, queries, embedder, analyzer)))
+        print(result_table(results[-1:]), flush=True)
+    table = result_table(results)
+    print("\n" + table)
+    if not args.no_doc:
+        report.write_environment(server, analyzer.model_name, args.torch_threads)
+        synthetic = [n for n in sizes if n > len(data)]
+        body = "\n\n".join([
+            "## Scale curve: SQL time per leg",
+            report.run_header(report.command_line()),
+            __doc__.split("\n\n", 2)[2].strip(),
+            table,
+            (f"Sizes {', '.join(f'{n:,}' for n in synthetic)}: synthetic (the real corpus "
+             "repeated under new users, noise sigma 0.02 on the vectors)."
+             if synthetic else ""),
+        ])
+        report.write_section("scale", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
