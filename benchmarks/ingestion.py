@@ -26,80 +26,21 @@ Target: the database's share of ``add_many``'s wall time at most 25%.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import psycopg
 from psycopg_pool import ConnectionPool
 
 import pgmem
 from benchmarks import corpus, locomo, report
 from benchmarks.database import scratch_database, server_dsn
 from benchmarks.ingest import turn_items
-from pgmem.nlp import Analysis
+from benchmarks.instruments import CLOCK, TimedAnalyzer, TimedConnection, TimedEmbedder
 
-PARTS = ("embedding", "nlp", "database")
-
-
-class Clock:
-    """Seconds accumulated per part."""
-
-    def __init__(self) -> None:
-        self.seconds = dict.fromkeys(PARTS, 0.0)
-
-    @contextlib.contextmanager
-    def timing(self, part: str) -> Iterator[None]:
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[part] += time.perf_counter() - began
-
-    def reset(self) -> None:
-        self.seconds = dict.fromkeys(PARTS, 0.0)
-
-
-CLOCK = Clock()
-
-
-class TimedEmbedder:
-    """The embedder, timed."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        with CLOCK.timing("embedding"):
-            return self.inner.embed(texts)
-
-
-class TimedAnalyzer(pgmem.TextAnalyzer):
-    """The analyzer, timed; shares the inner analyzer's spaCy pipeline."""
-
-    def __init__(self, inner: pgmem.TextAnalyzer) -> None:
-        super().__init__()
-        self._inner = inner
-
-    @property
-    def nlp(self) -> Any:
-        return self._inner.nlp
-
-    def analyze_many(self, texts: Any, batch_size: int = 64) -> list[Analysis]:
-        with CLOCK.timing("nlp"):
-            return self._inner.analyze_many(texts, batch_size=batch_size)
-
-
-class TimedConnection(psycopg.Connection):  # type: ignore[type-arg]
-    """A connection whose transaction blocks are timed as database time."""
-
-    @contextlib.contextmanager
-    def transaction(self, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
-        with CLOCK.timing("database"), super().transaction(*args, **kwargs) as tx:
-            yield tx
+PARTS = ("embedding", "nlp", "transaction")
 
 
 def run_method(
@@ -117,7 +58,7 @@ def run_method(
     else:
         results = memory.add_many(scoped, batch_size=batch_size)
     wall = time.perf_counter() - began
-    return wall, dict(CLOCK.seconds), sum(not r.duplicate for r in results)
+    return wall, {p: CLOCK.get(p) for p in PARTS}, sum(not r.duplicate for r in results)
 
 
 def run_base(
@@ -149,7 +90,7 @@ def run_base(
 def result_table(results: Sequence[tuple[int, list[tuple[str, float, dict[str, float], int]]]]
                  ) -> str:
     head = ("table before", "method", "memories", "wall s", "memories/s", "vs add",
-            "embedding", "NLP", "database", "rest (Python)")
+            "embedding", "NLP", "database (BEGIN..COMMIT)", "rest (pgmem's Python)")
     rows = []
     for base, methods in results:
         add_rate = next(stored / wall for m, wall, _, stored in methods if m == "add")

@@ -31,7 +31,7 @@ from typing import Any
 import pgmem
 from benchmarks import corpus, locomo, report
 from benchmarks.database import scratch_database, server_dsn
-from benchmarks.latency import BARE, LIMIT, Searcher, search_statement
+from benchmarks.latency import BARE, LIMIT, Searcher, leg_statement
 
 LEGS = ("semantic", "keyword", "entity")
 STATEMENTS = ("bare", *LEGS, "search")
@@ -42,24 +42,27 @@ def measure(dsn: str, queries: Sequence[corpus.Query], embedder: Any,
     """Seconds per statement per query (measured pass only)."""
     searcher = Searcher(dsn, embedder, analyzer)
     try:
-        statements = {
-            "bare": BARE,
-            **{leg: search_statement(searcher.condition, f"SELECT count(*) FROM {leg}")
-               for leg in LEGS},
-            "search": search_statement(searcher.condition),
-        }
-        params = []
+        searcher.memory.search("warm up", user_id=queries[0].user_id)  # reads the server
+        runs = []
         for q in queries:
-            p = dict(searcher.plan(q).params)
-            p.update(k=LIMIT)
-            params.append(p)
+            searched = searcher.search(q)
+            text, params = searched.statement.text, searched.statement.params
+            bare = {"tenant": corpus.TENANT, "user_id": q.user_id,
+                    "embedding": params["embedding"], "k": LIMIT}
+            statements = {
+                "bare": (BARE, bare),
+                **{leg: (leg_statement(text, f"SELECT count(*) FROM {leg}"), params)
+                   for leg in LEGS},
+                "search": (text, params),
+            }
+            runs.append((searched.settings, statements))
         times: dict[str, list[float]] = {}
-        for measured in (False, True):
+        for _measured in (False, True):
             times = {name: [] for name in STATEMENTS}
-            for i, p in enumerate(params):
+            for i, (settings, statements) in enumerate(runs):
                 for j in range(len(STATEMENTS)):
                     name = STATEMENTS[(i + j) % len(STATEMENTS)]
-                    seconds, _ = searcher.timed(statements[name], p)
+                    seconds, _ = searcher.timed(settings, *statements[name])
                     times[name].append(seconds)
         return times
     finally:

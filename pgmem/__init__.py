@@ -1,5 +1,6 @@
 """pgmem: memory and hybrid retrieval for AI agents, inside the PostgreSQL you already run."""
 
+from pgmem.aio import AsyncMemory
 from pgmem.embedding import Embedder, SentenceTransformerEmbedder
 from pgmem.errors import (
     ConfigurationError,
@@ -8,6 +9,7 @@ from pgmem.errors import (
     EmbeddingError,
     FilterError,
     InvalidInputError,
+    IsolationError,
     NotFoundError,
     PgmemError,
     PgvectorError,
@@ -30,6 +32,7 @@ from pgmem.results import (
 
 __all__ = [
     "AddResult",
+    "AsyncMemory",
     "ConfigurationError",
     "CrossEncoderReranker",
     "DatabaseError",
@@ -41,6 +44,7 @@ __all__ = [
     "FilterError",
     "HistoryEvent",
     "InvalidInputError",
+    "IsolationError",
     "Memory",
     "MemoryRecord",
     "NotFoundError",

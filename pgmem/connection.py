@@ -1,37 +1,70 @@
 """Where pgmem's connections come from, and what the server can do.
 
 pgmem either owns a pool (made from a DSN, opened on first use, closed by :meth:`close`) or
-borrows the caller's psycopg connection or pool, which it never closes. Work runs in
-``conn.transaction()``: its own transaction on a pool connection, a savepoint inside a caller's
-open transaction — so memory writes commit or roll back with the caller's work.
+borrows what the caller passes, which it never closes: a psycopg connection or pool, or a
+SQLAlchemy Engine, Connection or Session (psycopg driver); :class:`AsyncConnector` is the twin for
+psycopg's async connection and pool.
+
+Every call's work runs in ``conn.transaction()`` (see :func:`transaction_mode`): its own
+transaction on a connection borrowed for the call (a pool's, an Engine's, an autocommit
+connection), committed when the call returns; a savepoint inside the caller's open transaction;
+and on a caller's connection whose transaction has not begun yet (psycopg outside autocommit, a
+SQLAlchemy Connection or Session), that transaction is begun first, as a statement of the
+caller's would begin it, so that pgmem never commits it: the caller commits or rolls back the
+memory writes with their own work.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import enum
 import math
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
-from pgvector.psycopg import register_vector
+from pgvector.psycopg import register_vector, register_vector_async
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool
+from psycopg.pq import TransactionStatus
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection as SAConnection
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
-from pgmem.errors import ConfigurationError, PgmemError, SchemaError, translate, wrap_db_errors
+from pgmem.errors import (
+    ConfigurationError,
+    ConnectionLostError,
+    DatabaseError,
+    PgmemError,
+    SchemaError,
+    translate,
+    wrap_db_errors,
+)
 from pgmem.migrate import parse_version
 
+#: What :class:`Connector` accepts (None: ``PGMEM_DSN``, then libpq's ``PG*`` variables).
+Source = str | psycopg.Connection | ConnectionPool | Engine | SAConnection | Session | None
+#: What :class:`AsyncConnector` accepts.
+AsyncSource = str | psycopg.AsyncConnection | AsyncConnectionPool | None
+
 ITERATIVE_SCAN_VERSION = (0, 8)
+CAPABILITIES_QUERY = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+# Any statement makes psycopg begin the caller's transaction the way it begins it for their own
+# statements (with the connection's isolation level and read-only settings).
+BEGIN_HOST_TRANSACTION = "SELECT"
 DEFAULT_CONNECT_TIMEOUT = 10.0  # seconds to connect and fill the pool's minimum
 
 
-def _connect_kwargs(conninfo: str, connect_timeout: float) -> dict[str, object]:
+def _connect_kwargs(conninfo: str, connect_timeout: float) -> dict[str, Any]:
     """Connection options of pgmem's pool: autocommit, and libpq's ``connect_timeout`` unless
     the DSN or ``PGCONNECT_TIMEOUT`` sets one (libpq counts whole seconds, at least 2)."""
-    kwargs: dict[str, object] = {"autocommit": True}
+    kwargs: dict[str, Any] = {"autocommit": True}
     try:
         in_dsn = "connect_timeout" in conninfo_to_dict(conninfo)
     except psycopg.Error:  # malformed: connecting will say so
@@ -53,6 +86,16 @@ class ServerCapabilities:
         return parse_version(self.pgvector_version) >= ITERATIVE_SCAN_VERSION
 
 
+def server_capabilities(row: tuple[Any, ...] | None) -> ServerCapabilities:
+    """The capabilities from the row of :data:`CAPABILITIES_QUERY`; SchemaError without one."""
+    if row is None:
+        raise SchemaError(
+            "pgvector is not installed in this database: run pgmem.migrate(dsn) "
+            "(or `pgmem migrate`) first"
+        )
+    return ServerCapabilities(pgvector_version=row[0])
+
+
 def prepare_connection(conn: psycopg.Connection) -> ServerCapabilities:
     """Register pgvector's types on ``conn`` and read the server's capabilities.
 
@@ -60,22 +103,95 @@ def prepare_connection(conn: psycopg.Connection) -> ServerCapabilities:
     their work is neither committed nor rolled back.
     """
     with wrap_db_errors(), conn.transaction():
-        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-        if row is None:
-            raise SchemaError(
-                "pgvector is not installed in this database: run pgmem.migrate(dsn) "
-                "(or `pgmem migrate`) first"
-            )
+        capabilities = server_capabilities(conn.execute(CAPABILITIES_QUERY).fetchone())
         register_vector(conn)
-    return ServerCapabilities(pgvector_version=row[0])
+    return capabilities
+
+
+async def prepare_connection_async(conn: psycopg.AsyncConnection) -> ServerCapabilities:
+    """The twin of :func:`prepare_connection` for an async connection."""
+    with wrap_db_errors():
+        async with conn.transaction():
+            cursor = await conn.execute(CAPABILITIES_QUERY)
+            capabilities = server_capabilities(await cursor.fetchone())
+            await register_vector_async(conn)
+    return capabilities
+
+
+class Mode(enum.Enum):
+    """How a call's work runs on a connection (see :func:`transaction_mode`)."""
+
+    OWN = "its own transaction, committed when the call returns"
+    SAVEPOINT = "a savepoint in the caller's open transaction"
+    JOIN = "the caller's transaction, begun first; then a savepoint in it"
+
+
+def transaction_mode(status: TransactionStatus, *, autocommit: bool, host: bool) -> Mode:
+    """How pgmem's work runs on a connection in state ``status``. ``host``: the connection is
+    the caller's (a psycopg Connection, a SQLAlchemy Connection or Session), not one borrowed
+    from a pool or Engine for the call.
+
+    Raises:
+        DatabaseError: the caller's transaction has failed, or the connection is busy.
+        ConnectionLostError: the connection is closed or broken.
+    """
+    if status == TransactionStatus.INTRANS:
+        return Mode.SAVEPOINT
+    if status == TransactionStatus.IDLE:
+        return Mode.JOIN if host and not autocommit else Mode.OWN
+    if status == TransactionStatus.INERROR:
+        raise DatabaseError(
+            "the transaction of the connection given to pgmem has failed: roll it back first"
+        )
+    if status == TransactionStatus.ACTIVE:
+        raise DatabaseError("the connection given to pgmem is busy with another statement")
+    raise ConnectionLostError("the connection given to pgmem is closed or broken")
+
+
+def default_source(source: Any) -> Any:
+    """``source``, or ``PGMEM_DSN`` (possibly empty: libpq's ``PG*`` variables) for None."""
+    return os.environ.get("PGMEM_DSN", "") if source is None else source
+
+
+def _psycopg_connection(sa_connection: SAConnection) -> psycopg.Connection:
+    """The psycopg connection under a SQLAlchemy Connection."""
+    driver_connection = sa_connection.connection.driver_connection
+    if not isinstance(driver_connection, psycopg.Connection):
+        raise ConfigurationError(
+            "pgmem needs SQLAlchemy's psycopg (3) driver (postgresql+psycopg://...), got "
+            f"{type(driver_connection).__name__}"
+        )
+    return driver_connection
+
+
+def _check_driver(dialect: Any) -> None:
+    if getattr(dialect, "driver", None) != "psycopg" or getattr(dialect, "is_async", False):
+        raise ConfigurationError(
+            "pgmem needs SQLAlchemy's psycopg (3) driver (postgresql+psycopg://...), got "
+            f"{getattr(dialect, 'name', '?')}+{getattr(dialect, 'driver', '?')}"
+        )
+
+
+@contextlib.contextmanager
+def _sqlalchemy_errors() -> Iterator[None]:
+    """Raise SQLAlchemy's errors (and the driver's under them) as pgmem's."""
+    try:
+        yield
+    except sa_exc.DBAPIError as exc:
+        if isinstance(exc.orig, psycopg.Error):
+            raise translate(exc.orig) from exc
+        raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+    except sa_exc.SQLAlchemyError as exc:
+        raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
 
 
 class Connector:
-    """Hands out connections inside a transaction, from pgmem's pool or the caller's."""
+    """Hands out connections inside a transaction: from pgmem's pool, or from what the caller
+    passed (see :data:`Source`)."""
 
     def __init__(
         self,
-        source: str | psycopg.Connection | ConnectionPool | None,
+        source: Source,
         *,
         min_size: int = 1,
         max_size: int = 10,
@@ -84,13 +200,31 @@ class Connector:
         self._owned_pool: ConnectionPool | None = None
         self._pool: ConnectionPool | None = None
         self._connection: psycopg.Connection | None = None
+        self._engine: Engine | None = None
+        self._sa_connection: SAConnection | None = None
+        self._session: Session | None = None
         self._connect_timeout = connect_timeout
+        source = default_source(source)
         if isinstance(source, psycopg.Connection):
             self._connection = source
         elif isinstance(source, ConnectionPool):
             self._pool = source
+        elif isinstance(source, Engine):
+            _check_driver(source.dialect)
+            self._engine = source
+        elif isinstance(source, SAConnection):
+            _check_driver(source.dialect)
+            self._sa_connection = source
+        elif isinstance(source, Session):
+            self._session = source
+        elif not isinstance(source, str):
+            raise ConfigurationError(
+                "db must be a DSN, a psycopg Connection or ConnectionPool, or a SQLAlchemy "
+                f"Engine, Connection or Session, got {type(source).__name__}"
+                + (": use pgmem.AsyncMemory" if "Async" in type(source).__name__ else "")
+            )
         else:
-            self._conninfo = source or ""
+            self._conninfo = source
             self._connect_kwargs = _connect_kwargs(self._conninfo, connect_timeout)
             self._pool_sizes = (min_size, max_size)
             self._owned_pool = self._pool = self._new_pool()
@@ -101,6 +235,9 @@ class Connector:
         self._opened = False
 
     def _configure(self, conn: psycopg.Connection) -> None:
+        # pgmem's own transactions are READ COMMITTED whatever the server's default: duplicate
+        # detection needs each statement's fresh snapshot (see pgmem.errors.IsolationError).
+        conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
         self._capabilities[conn] = prepare_connection(conn)
 
     def _new_pool(self) -> ConnectionPool:
@@ -142,20 +279,58 @@ class Connector:
             raise
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[tuple[psycopg.Connection, ServerCapabilities]]:
-        """A connection inside a transaction (or a savepoint of the caller's), and what its
-        server can do. Errors leave as :class:`~pgmem.errors.DatabaseError` subclasses."""
-        with self._checkout() as conn:
+    def transaction(
+        self, *, pipeline: bool = False
+    ) -> Iterator[tuple[psycopg.Connection, ServerCapabilities]]:
+        """A connection inside a transaction -- pgmem's own, or a savepoint in the caller's (see
+        :func:`transaction_mode`) -- and what its server can do; in psycopg's pipeline mode
+        with ``pipeline``. Errors leave as :class:`~pgmem.errors.PgmemError` subclasses."""
+        with self._checkout() as (conn, host):
+            with wrap_db_errors():
+                mode = transaction_mode(
+                    conn.info.transaction_status, autocommit=conn.autocommit, host=host
+                )
+                if mode is Mode.JOIN:
+                    conn.execute(BEGIN_HOST_TRANSACTION)
             capabilities = self._capabilities.get(conn)
             if capabilities is None:
                 capabilities = self._capabilities[conn] = prepare_connection(conn)
             with wrap_db_errors(), conn.transaction():
-                yield conn, capabilities
+                if pipeline:
+                    with conn.pipeline():
+                        yield conn, capabilities
+                else:
+                    yield conn, capabilities
 
     @contextlib.contextmanager
-    def _checkout(self) -> Iterator[psycopg.Connection]:
+    def _checkout(self) -> Iterator[tuple[psycopg.Connection, bool]]:
+        """A connection, and whether it is the caller's own (whose transaction pgmem joins)."""
         if self._connection is not None:
-            yield self._connection
+            yield self._connection, True
+            return
+        if self._sa_connection is not None or self._session is not None:
+            with _sqlalchemy_errors():
+                if self._session is not None:
+                    sa_connection = self._session.connection()
+                    _check_driver(sa_connection.dialect)
+                else:
+                    assert self._sa_connection is not None
+                    sa_connection = self._sa_connection
+                if not sa_connection.in_transaction():
+                    # As SQLAlchemy's autobegin does for a statement: the caller's commit() or
+                    # rollback() then ends the transaction that holds pgmem's writes.
+                    sa_connection.begin()
+                conn = _psycopg_connection(sa_connection)
+            yield conn, True
+            return
+        if self._engine is not None:
+            with _sqlalchemy_errors():
+                sa_connection = self._engine.connect()
+            try:
+                yield _psycopg_connection(sa_connection), False
+            finally:
+                with _sqlalchemy_errors():
+                    sa_connection.close()
             return
         assert self._pool is not None
         if self._owned_pool is not None and not self._opened:
@@ -164,12 +339,133 @@ class Connector:
                     self._open_pool()
                     self._opened = True
         with wrap_db_errors(), self._pool.connection() as conn:
-            yield conn
+            yield conn, False
 
     def close(self) -> None:
         """Close pgmem's own pool; a caller's connection or pool is left open."""
         if self._owned_pool is not None:
             with self._lock:
                 self._owned_pool.close()
+                self._owned_pool = self._pool = self._new_pool()
+                self._opened = False
+
+
+class AsyncConnector:
+    """The twin of :class:`Connector` for psycopg's ``AsyncConnection`` and
+    ``AsyncConnectionPool`` (see :data:`AsyncSource`)."""
+
+    def __init__(
+        self,
+        source: AsyncSource,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        self._owned_pool: AsyncConnectionPool | None = None
+        self._pool: AsyncConnectionPool | None = None
+        self._connection: psycopg.AsyncConnection | None = None
+        self._connect_timeout = connect_timeout
+        source = default_source(source)
+        if isinstance(source, psycopg.AsyncConnection):
+            self._connection = source
+        elif isinstance(source, AsyncConnectionPool):
+            self._pool = source
+        elif not isinstance(source, str):
+            raise ConfigurationError(
+                "db must be a DSN, or a psycopg AsyncConnection or AsyncConnectionPool, got "
+                f"{type(source).__name__}"
+                + ("" if "Async" in type(source).__name__ else ": use pgmem.Memory")
+            )
+        else:
+            self._conninfo = source
+            self._connect_kwargs = _connect_kwargs(self._conninfo, connect_timeout)
+            self._pool_sizes = (min_size, max_size)
+            self._owned_pool = self._pool = self._new_pool()
+        self._capabilities: weakref.WeakKeyDictionary[object, ServerCapabilities] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = asyncio.Lock()
+        self._opened = False
+
+    async def _configure(self, conn: psycopg.AsyncConnection) -> None:
+        await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+        self._capabilities[conn] = await prepare_connection_async(conn)
+
+    def _new_pool(self) -> AsyncConnectionPool:
+        min_size, max_size = self._pool_sizes
+        return AsyncConnectionPool(
+            self._conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs=self._connect_kwargs,
+            configure=self._configure,
+            check=AsyncConnectionPool.check_connection,
+            name="pgmem",
+        )
+
+    async def _open_pool(self) -> None:
+        """Open pgmem's pool, or fail within the connect timeout saying why (as
+        :meth:`Connector._open_pool`)."""
+        try:
+            probe = await psycopg.AsyncConnection.connect(self._conninfo, **self._connect_kwargs)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(f"invalid connection string: {exc}") from exc
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        async with probe:
+            await prepare_connection_async(probe)
+        assert self._owned_pool is not None
+        try:
+            with wrap_db_errors():
+                await self._owned_pool.open(wait=True, timeout=self._connect_timeout)
+        except PgmemError:
+            self._owned_pool = self._pool = self._new_pool()
+            raise
+
+    @contextlib.asynccontextmanager
+    async def transaction(
+        self, *, pipeline: bool = False
+    ) -> AsyncIterator[tuple[psycopg.AsyncConnection, ServerCapabilities]]:
+        """As :meth:`Connector.transaction`."""
+        async with self._checkout() as (conn, host):
+            with wrap_db_errors():
+                mode = transaction_mode(
+                    conn.info.transaction_status, autocommit=conn.autocommit, host=host
+                )
+                if mode is Mode.JOIN:
+                    await conn.execute(BEGIN_HOST_TRANSACTION)
+            capabilities = self._capabilities.get(conn)
+            if capabilities is None:
+                capabilities = self._capabilities[conn] = await prepare_connection_async(conn)
+            with wrap_db_errors():
+                async with conn.transaction():
+                    if pipeline:
+                        async with conn.pipeline():
+                            yield conn, capabilities
+                    else:
+                        yield conn, capabilities
+
+    @contextlib.asynccontextmanager
+    async def _checkout(self) -> AsyncIterator[tuple[psycopg.AsyncConnection, bool]]:
+        if self._connection is not None:
+            yield self._connection, True
+            return
+        assert self._pool is not None
+        if self._owned_pool is not None and not self._opened:
+            async with self._lock:
+                if not self._opened:
+                    await self._open_pool()
+                    self._opened = True
+        with wrap_db_errors():
+            async with self._pool.connection() as conn:
+                yield conn, False
+
+    async def close(self) -> None:
+        """Close pgmem's own pool; a caller's connection or pool is left open."""
+        if self._owned_pool is not None:
+            async with self._lock:
+                await self._owned_pool.close()
                 self._owned_pool = self._pool = self._new_pool()
                 self._opened = False

@@ -55,6 +55,11 @@ class ConfigurationError(PgmemError):
     """pgmem is not configured correctly."""
 
 
+class IsolationError(ConfigurationError):
+    """Duplicate detection needs READ COMMITTED or SERIALIZABLE, not REPEATABLE READ: use another
+    isolation level for the transaction, or pass dedupe=False."""
+
+
 class DatabaseError(PgmemError):
     """The database reported an error."""
 

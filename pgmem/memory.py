@@ -1,33 +1,59 @@
-"""The ``Memory`` facade: validates input, runs the models, and hands the database one
-statement per call. The pipeline's steps live in :mod:`pgmem.pipeline`; SQL in ``sql/``."""
+"""The ``Memory`` facade: a thin runner of the calls of :class:`pgmem.pipeline.Operations`.
+
+Each public method hands its arguments to the operation of the same name and runs the effects it
+yields (:func:`run`): model work directly, each transaction's statements through the
+:class:`~pgmem.connection.Connector`. :class:`pgmem.AsyncMemory` is the same over ``await``.
+The pipeline's steps live in :mod:`pgmem.pipeline`; SQL in ``sql/``."""
 
 from __future__ import annotations
 
-import logging
-import os
+import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import psycopg
-from psycopg_pool import ConnectionPool
-
-from pgmem import pipeline, scoring, validate
-from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, Connector, ServerCapabilities
-from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
-from pgmem.errors import ConfigurationError, InvalidInputError, NotFoundError, SchemaError
-from pgmem.filters import compile_filters
-from pgmem.migrate import DEFAULT_SCHEMA, check_schema_name
+from pgmem import pipeline, validate
+from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, Connector, Source
+from pgmem.migrate import DEFAULT_SCHEMA
 from pgmem.nlp import TextAnalyzer
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
-from pgmem.store import Conn, Store
+from pgmem.store import execute
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+T = TypeVar("T")
 
 
+def run(connector: Connector, operation: pipeline.Operation[T]) -> T:
+    """Run a call: model work here, each transaction's statements on a connection of
+    ``connector``; the call's result."""
+    result: Any = None
+    with contextlib.closing(operation):
+        while True:
+            try:
+                effect = operation.send(result)
+            except StopIteration as done:
+                value: T = done.value
+                return value
+            if isinstance(effect, pipeline.Compute):
+                result = effect.run()
+                continue
+            with connector.transaction(pipeline=effect.pipeline) as (conn, capabilities):
+                steps = effect.steps(capabilities)
+                with contextlib.closing(steps):
+                    result = None
+                    while True:
+                        try:
+                            statement = steps.send(result)
+                        except StopIteration as done:
+                            result = done.value
+                            break
+                        result = execute(conn, statement)
 
-class Memory:
+
+class Memory(pipeline.Configured):
     """Agent memory in PostgreSQL: ``add`` texts to a scope, ``search`` them back.
 
     The lifecycle: ``add`` / ``add_many``, ``update``, ``delete`` / ``delete_all``, ``get``,
@@ -35,7 +61,13 @@ class Memory:
     opens, so no lock is held while texts are embedded.
 
     ``db`` is a DSN (libpq URL or key=value; None uses ``PGMEM_DSN``, then libpq's ``PG*``
-    variables), or a psycopg ``Connection`` or ``ConnectionPool`` owned by the caller. Nothing
+    variables), or what the caller owns and pgmem never closes: a psycopg ``Connection`` or
+    ``ConnectionPool``, or a SQLAlchemy ``Engine``, ``Connection`` or ``Session`` (driver
+    ``postgresql+psycopg``). A pool or Engine lends a connection per call, and the call commits
+    its own work. On a Connection or Session the writes join the caller's transaction -- a
+    savepoint in it, begun first if it has not begun -- and commit or roll back with it; an
+    autocommit connection outside a transaction gets a transaction per call. In a REPEATABLE
+    READ transaction, ``dedupe`` raises :class:`~pgmem.errors.IsolationError`. Nothing
     connects or loads a model until the first call. The schema must exist (:func:`pgmem.migrate`).
 
     ``embedder``: any object with ``embed(texts)``; default all-MiniLM-L6-v2.
@@ -49,7 +81,7 @@ class Memory:
 
     def __init__(
         self,
-        db: str | psycopg.Connection | ConnectionPool | None = None,
+        db: Source = None,
         *,
         embedder: Any = None,
         nlp: TextAnalyzer | str | None = None,
@@ -61,31 +93,19 @@ class Memory:
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        if keyword_score not in scoring.KEYWORD_SCORES:
-            raise ConfigurationError(
-                f"keyword_score must be one of {scoring.KEYWORD_SCORES}, got {keyword_score!r}"
-            )
-        if db is None:
-            db = os.environ.get("PGMEM_DSN", "")
-        self.schema = check_schema_name(schema)
-        self.tenant = tenant
-        validate.scope(tenant, "-", None, None)  # checks the tenant
-        self.keyword_score = keyword_score
-        self.max_text_length = validate.max_text_length(max_text_length)
-        self.embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
-        self.analyzer = nlp if isinstance(nlp, TextAnalyzer) else TextAnalyzer(nlp)
-        self.reranker = reranker
+        self._ops = pipeline.Operations(
+            embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
+            keyword_score=keyword_score, max_text_length=max_text_length,
+        )
         self._connector = Connector(db, max_size=pool_max_size, connect_timeout=connect_timeout)
-        self._store = Store(schema)
-        self._dim: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close pgmem's own connection pool. A connection or pool passed in stays open."""
+        """Close pgmem's own connection pool. What was passed in as ``db`` stays open."""
         self._connector.close()
 
-    def __enter__(self) -> Memory:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -117,11 +137,10 @@ class Memory:
             SchemaError: the schema is missing or has another dimension.
             DatabaseError: the database failed.
         """
-        item = validate.new_memory(
-            self.tenant, text, metadata, user_id, agent_id, run_id,
-            max_length=self.max_text_length,
-        )
-        return self._add_batch([item], dedupe=dedupe)[0]
+        return run(self._connector, self._ops.add(
+            text, user_id=user_id, agent_id=agent_id, run_id=run_id, metadata=metadata,
+            dedupe=dedupe,
+        ))
 
     def add_many(
         self,
@@ -153,17 +172,10 @@ class Memory:
                 is written).
             EmbeddingError, SchemaError, DatabaseError: as :meth:`add`.
         """
-        checked = validate.items(
-            items, tenant=self.tenant, user_id=user_id, agent_id=agent_id, run_id=run_id,
-            max_length=self.max_text_length,
-        )
-        size = validate.batch_size(batch_size)
-        results: list[AddResult] = []
-        for start in range(0, len(checked), size):
-            results.extend(self._add_batch(checked[start : start + size], dedupe=dedupe))
-            if on_progress is not None:
-                on_progress(len(results), len(checked))
-        return results
+        return run(self._connector, self._ops.add_many(
+            items, user_id=user_id, agent_id=agent_id, run_id=run_id, dedupe=dedupe,
+            batch_size=batch_size, on_progress=on_progress,
+        ))
 
     def update(
         self,
@@ -185,31 +197,7 @@ class Memory:
             NotFoundError: this tenant has no memory with the id.
             EmbeddingError, SchemaError, DatabaseError: as :meth:`add`.
         """
-        checked_id = validate.memory_id(memory_id)
-        if text is None and metadata is None:
-            raise InvalidInputError("update needs a new text, new metadata or both")
-        meta = None if metadata is None else validate.metadata(metadata)
-        if text is None:
-            params = pipeline.update_params(self.tenant, checked_id, metadata=meta)
-        else:
-            new_text = validate.text(text, max_length=self.max_text_length)
-            analysis = self.analyzer.analyze(new_text)
-            vectors = checked_embeddings(
-                self.embedder, pipeline.embedding_inputs(new_text, analysis.entities),
-                self._dimension(),
-            )
-            params = pipeline.update_params(
-                self.tenant, checked_id, text=new_text, analysis=analysis, vectors=vectors,
-                metadata=meta,
-            )
-        with self._connector.transaction() as (conn, _):
-            if not self._store.lock_memory(conn, params):
-                raise self._not_found(checked_id)
-            self._store.lock_linked_entities(conn, params)
-            row = self._store.update_memory(conn, params)
-        if row is None:  # not after lock_memory found it; kept for the type checker
-            raise self._not_found(checked_id)
-        return pipeline.record(self.tenant, row)
+        return run(self._connector, self._ops.update(memory_id, text=text, metadata=metadata))
 
     def delete(self, memory_id: uuid.UUID | str) -> None:
         """Delete a memory, its entity links, and the entities no memory links to any more.
@@ -221,13 +209,7 @@ class Memory:
             NotFoundError: this tenant has no memory with the id.
             DatabaseError: the database failed.
         """
-        checked_id = validate.memory_id(memory_id)
-        params = pipeline.memory_params(self.tenant, checked_id)
-        with self._connector.transaction() as (conn, _):
-            if not self._store.lock_memory(conn, params):
-                raise self._not_found(checked_id)
-            self._store.lock_linked_entities(conn, params)
-            self._store.delete_memories(conn, params)
+        run(self._connector, self._ops.delete(memory_id))
 
     def delete_all(
         self,
@@ -245,14 +227,9 @@ class Memory:
             InvalidInputError: a bad scope id.
             DatabaseError: the database failed.
         """
-        scope = validate.scope(self.tenant, user_id, agent_id, run_id)
-        with self._connector.transaction() as (conn, _):
-            ids = self._store.lock_scope_memories(conn, scope.params())
-            if not ids:
-                return 0
-            params = pipeline.delete_params(self.tenant, ids)
-            self._store.lock_linked_entities(conn, params)
-            return len(self._store.delete_memories(conn, params))
+        return run(
+            self._connector, self._ops.delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        )
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -264,12 +241,7 @@ class Memory:
             NotFoundError: this tenant has no memory with the id.
             DatabaseError: the database failed.
         """
-        checked_id = validate.memory_id(memory_id)
-        with self._connector.transaction() as (conn, _):
-            row = self._store.get_memory(conn, pipeline.memory_params(self.tenant, checked_id))
-        if row is None:
-            raise self._not_found(checked_id)
-        return pipeline.record(self.tenant, row)
+        return run(self._connector, self._ops.get(memory_id))
 
     def get_all(
         self,
@@ -295,14 +267,10 @@ class Memory:
                 get_all did not return.
             DatabaseError: the database failed.
         """
-        scope = validate.scope(self.tenant, user_id, agent_id, run_id)
-        checked_limit = validate.limit(limit)
-        condition, filter_params = compile_filters(filters)
-        after = None if cursor is None else pipeline.decode_cursor(cursor)
-        params = pipeline.list_params(scope, filter_params, limit=checked_limit, after=after)
-        with self._connector.transaction() as (conn, _):
-            rows = self._store.list_memories(conn, params, condition)
-        return pipeline.page(self.tenant, rows, checked_limit)
+        return run(self._connector, self._ops.get_all(
+            user_id=user_id, agent_id=agent_id, run_id=run_id, filters=filters, limit=limit,
+            cursor=cursor,
+        ))
 
     def history(self, memory_id: uuid.UUID | str) -> list[HistoryEvent]:
         """The ADD, UPDATE and DELETE events of a memory, oldest first -- also once deleted.
@@ -312,42 +280,7 @@ class Memory:
             NotFoundError: this tenant never had a memory with the id.
             DatabaseError: the database failed.
         """
-        checked_id = validate.memory_id(memory_id)
-        with self._connector.transaction() as (conn, _):
-            rows = self._store.memory_history(
-                conn, pipeline.memory_params(self.tenant, checked_id)
-            )
-        if not rows:
-            raise self._not_found(checked_id)
-        return pipeline.history_events(rows)
-
-    # -- lifecycle internals ---------------------------------------------------------------
-
-    def _add_batch(self, items: Sequence[validate.NewMemory], *, dedupe: bool) -> list[AddResult]:
-        analyses = self.analyzer.analyze_many([item.text for item in items], batch_size=len(items))
-        entities = pipeline.batch_entities(analyses)
-        vectors = checked_embeddings(
-            self.embedder, pipeline.add_embedding_inputs(items, entities), self._dimension()
-        )
-        params = pipeline.insert_params(
-            self.tenant, items, analyses, entities, vectors, dedupe=dedupe
-        )
-        # Pipeline mode: the locks and the insert travel in one round trip.
-        with self._connector.transaction() as (conn, _), conn.pipeline():
-            if dedupe:
-                self._store.lock_contents(conn, params)
-            rows = self._store.insert_memories(conn, params)
-        return pipeline.add_results(self.tenant, rows)
-
-    def _dimension(self) -> int:
-        """The schema's embedding dimension; models run outside write transactions."""
-        if self._dim is None:
-            with self._connector.transaction() as (conn, _):
-                return self._schema_dim(conn)
-        return self._dim
-
-    def _not_found(self, memory_id: uuid.UUID) -> NotFoundError:
-        return NotFoundError(f"no memory {memory_id} in tenant {self.tenant!r}")
+        return run(self._connector, self._ops.history(memory_id))
 
     # -- search ----------------------------------------------------------------------------
 
@@ -379,18 +312,10 @@ class Memory:
             ConfigurationError: ``rerank=True`` without a reranker.
             DatabaseError: the database failed.
         """
-        request = self._search_request(
+        return run(self._connector, self._ops.search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
-            threshold=threshold, filters=filters, mode=mode, legs=legs,
-        )
-        if rerank and self.reranker is None:
-            raise ConfigurationError("rerank=True needs Memory(..., reranker=...)")
-        with self._connector.transaction() as (conn, capabilities):
-            plan = self._search_plan(conn, capabilities, request)
-            rows = self._store.search(conn, plan.params, request.condition)
-        fetch = scoring.internal_limit(request.limit) if rerank else request.limit
-        hits = pipeline.fuse_rows(plan, rows, threshold=request.threshold, limit=fetch)
-        return self._rerank(request.query, hits, request.limit) if rerank else hits
+            threshold=threshold, filters=filters, rerank=rerank, mode=mode, legs=legs,
+        ))
 
     def search_sql(
         self,
@@ -410,80 +335,7 @@ class Memory:
         relaxed_order`` and ``SET LOCAL hnsw.ef_search = <the over-fetch>``; set those too to
         see the plan a search gets.
         """
-        request = self._search_request(
+        return run(self._connector, self._ops.search_sql(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
-            threshold=0.0, filters=filters, mode=mode, legs=legs,
-        )
-        with self._connector.transaction() as (conn, capabilities):
-            plan = self._search_plan(conn, capabilities, request)
-            return self._store.search_sql(conn, plan.params, request.condition)
-
-    # -- internals -------------------------------------------------------------------------
-
-    def _search_request(
-        self,
-        query: str,
-        *,
-        user_id: str | None,
-        agent_id: str | None,
-        run_id: str | None,
-        limit: int,
-        threshold: float,
-        filters: Mapping[str, Any] | None,
-        mode: str,
-        legs: Sequence[str] | None,
-    ) -> pipeline.SearchRequest:
-        signals = pipeline.signals_of_mode(mode)
-        legs = tuple(legs) if legs is not None else signals
-        if not legs or not set(legs) <= set(pipeline.LEGS):
-            raise InvalidInputError(f"legs must be among {pipeline.LEGS}, got {legs!r}")
-        condition, filter_params = compile_filters(filters)
-        return pipeline.SearchRequest(
-            scope=validate.scope(self.tenant, user_id, agent_id, run_id),
-            query=validate.text(query, what="query", max_length=self.max_text_length),
-            limit=validate.limit(limit),
-            threshold=validate.threshold(threshold),
-            condition=condition,
-            filter_params=filter_params,
-            signals=signals,
-            legs=legs,
-        )
-
-    def _search_plan(
-        self, conn: Conn, capabilities: ServerCapabilities, request: pipeline.SearchRequest
-    ) -> pipeline.SearchPlan:
-        analysis = self.analyzer.analyze(request.query)
-        vectors = self._embed(
-            conn, pipeline.embedding_inputs(request.query, pipeline.query_entities(analysis))
-        )
-        if capabilities.iterative_scan:
-            # ef_search bounds what one HNSW scan returns: at least the over-fetch.
-            self._store.set_search_options(conn, ef_search=scoring.internal_limit(request.limit))
-        return pipeline.search_plan(
-            request, analysis, vectors,
-            keyword_score=self.keyword_score,
-            exact_scan=not capabilities.iterative_scan,
-            entities_available=self.analyzer.entities_available,
-        )
-
-    def _embed(self, conn: Conn, texts: Sequence[str]) -> pipeline.Vectors:
-        return checked_embeddings(self.embedder, texts, self._schema_dim(conn))
-
-    def _schema_dim(self, conn: Conn) -> int:
-        if self._dim is None:
-            dim = self._store.schema_dimension(conn, self.schema)
-            if dim is None:
-                raise SchemaError(
-                    f"pgmem's schema {self.schema!r} is not in this database: "
-                    "run pgmem.migrate(dsn) or `pgmem migrate` first"
-                )
-            self._dim = dim
-        return self._dim
-
-    def _rerank(self, query: str, hits: list[SearchHit], limit: int) -> list[SearchHit]:
-        assert self.reranker is not None
-        try:
-            return list(self.reranker.rerank(query, hits, limit))[:limit]
-        except Exception:
-            logger.warning("the reranker failed; returning the fused order", exc_info=True)
-            return hits[:limit]
+            filters=filters, mode=mode, legs=legs,
+        ))

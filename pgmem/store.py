@@ -1,9 +1,17 @@
-"""The store: one method per named statement of ``sql/queries.sql``. No SQL is written here."""
+"""The store: one method per named statement of ``sql/queries.sql``. No SQL is written here.
+
+A store method runs nothing: it builds a :class:`Statement` -- the SQL, its parameters, what to
+fetch and how to read what comes back. Two tiny executors run statements, :func:`execute` on a
+psycopg ``Connection`` and :func:`execute_async` on an ``AsyncConnection``, so the call code of
+each statement exists once for :class:`~pgmem.Memory` and :class:`~pgmem.AsyncMemory`.
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -12,105 +20,169 @@ from psycopg.rows import dict_row
 from pgmem.queries import Queries
 
 Row = dict[str, Any]
-Conn = psycopg.Connection
+T = TypeVar("T")
+
+#: What an executor does with a statement: send it and read "nothing" (in pipeline mode it then
+#: travels with the next statement), fetch "one" row or "all" rows, or not run it at all and
+#: return its "text" with the parameters inlined.
+Fetch = Literal["nothing", "one", "all", "text"]
+
+
+@dataclass(frozen=True)
+class Statement(Generic[T]):
+    """A named statement ready to run. ``read`` turns what was fetched (None, a row or None, a
+    list of rows, or the text) into the statement's result."""
+
+    name: str
+    query: sql.Composed
+    params: Mapping[str, Any] | None
+    fetch: Fetch
+    read: Callable[[Any], T]
+    prepare: bool | None = None
+
+
+def execute(conn: psycopg.Connection, statement: Statement[T]) -> T:
+    """Run ``statement`` on ``conn``; its result."""
+    query, params, prepare = statement.query, statement.params, statement.prepare
+    if statement.fetch == "text":
+        return statement.read(psycopg.ClientCursor(conn).mogrify(query, params))
+    if statement.fetch == "nothing":
+        conn.execute(query, params, prepare=prepare)
+        return statement.read(None)
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(query, params, prepare=prepare)
+        return statement.read(cur.fetchone() if statement.fetch == "one" else cur.fetchall())
+
+
+async def execute_async(conn: psycopg.AsyncConnection, statement: Statement[T]) -> T:
+    """Run ``statement`` on ``conn``; its result. The twin of :func:`execute`."""
+    query, params, prepare = statement.query, statement.params, statement.prepare
+    if statement.fetch == "text":
+        return statement.read(psycopg.AsyncClientCursor(conn).mogrify(query, params))
+    if statement.fetch == "nothing":
+        await conn.execute(query, params, prepare=prepare)
+        return statement.read(None)
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params, prepare=prepare)
+        fetched = await cur.fetchone() if statement.fetch == "one" else await cur.fetchall()
+        return statement.read(fetched)
 
 
 class Store:
-    """Runs pgmem's statements for one schema on a connection it is handed."""
+    """pgmem's statements for one schema."""
 
     def __init__(self, schema: str) -> None:
+        self.schema = schema
         self.queries = Queries(schema)
 
     # -- lifecycle: each change runs its lock statements, then the change, in one transaction
 
-    def lock_contents(self, conn: Conn, params: Row) -> None:
+    def lock_contents(self, params: Row) -> Statement[None]:
         """Take the duplicate-detection locks of a batch (held until the transaction ends).
         Fetches nothing, so that in pipeline mode it travels with ``insert_memories``."""
-        conn.execute(self.queries.get("lock_contents"), params)
+        return self._statement("lock_contents", params, "nothing", _nothing)
 
-    def insert_memories(self, conn: Conn, params: Row) -> list[Row]:
+    def insert_memories(self, params: Row) -> Statement[list[Row]]:
         """Insert a batch with its entities, links and ADD events; one row per item, in order:
-        the memory standing for it and whether it was a ``duplicate``."""
-        return self._all(conn, self.queries.get("insert_memories"), params)
+        the memory standing for it, whether it was a ``duplicate``, and the transaction's
+        ``isolation`` level."""
+        return self._statement("insert_memories", params, "all", _rows)
 
-    def get_memory(self, conn: Conn, params: Row) -> Row | None:
+    def get_memory(self, params: Row) -> Statement[Row | None]:
         """The memory ``id`` of the tenant, or None."""
-        return self._first(conn, self.queries.get("get_memory"), params)
+        return self._statement("get_memory", params, "one", _row)
 
-    def list_memories(self, conn: Conn, params: Row, filters: sql.Composable) -> list[Row]:
+    def list_memories(self, params: Row, filters: sql.Composable) -> Statement[list[Row]]:
         """Up to ``limit`` memories of the scope after the cursor position, oldest first."""
         # Not server-prepared: a generic plan cannot prune the optional scope conditions.
-        return self._all(conn, self.queries.get("list_memories", filters), params, prepare=False)
+        return self._statement("list_memories", params, "all", _rows, filters, prepare=False)
 
-    def memory_history(self, conn: Conn, params: Row) -> list[Row]:
+    def memory_history(self, params: Row) -> Statement[list[Row]]:
         """The events of memory ``id``, oldest first."""
-        return self._all(conn, self.queries.get("memory_history"), params)
+        return self._statement("memory_history", params, "all", _rows)
 
-    def lock_memory(self, conn: Conn, params: Row) -> bool:
+    def lock_memory(self, params: Row) -> Statement[bool]:
         """Lock memory ``id`` for this transaction; False when the tenant has no such memory."""
-        return self._first(conn, self.queries.get("lock_memory"), params) is not None
+        return self._statement("lock_memory", params, "one", _found)
 
-    def lock_scope_memories(self, conn: Conn, params: Row) -> list[uuid.UUID]:
+    def lock_scope_memories(self, params: Row) -> Statement[list[uuid.UUID]]:
         """Lock every memory of the scope for this transaction; their ids."""
-        rows = self._all(conn, self.queries.get("lock_scope_memories"), params, prepare=False)
-        return [row["id"] for row in rows]
+        return self._statement("lock_scope_memories", params, "all", _ids, prepare=False)
 
-    def lock_linked_entities(self, conn: Conn, params: Row) -> None:
+    def lock_linked_entities(self, params: Row) -> Statement[None]:
         """Lock the entities linked to memories ``ids`` for this transaction."""
-        self._all(conn, self.queries.get("lock_linked_entities"), params)
+        return self._statement("lock_linked_entities", params, "all", _nothing)
 
-    def update_memory(self, conn: Conn, params: Row) -> Row | None:
+    def update_memory(self, params: Row) -> Statement[Row | None]:
         """Update memory ``id`` (re-linking its entities for a new text) and write its UPDATE
         event; the updated row, or None when there is no such memory."""
-        return self._first(conn, self.queries.get("update_memory"), params)
+        return self._statement("update_memory", params, "one", _row)
 
-    def delete_memories(self, conn: Conn, params: Row) -> list[uuid.UUID]:
+    def delete_memories(self, params: Row) -> Statement[list[uuid.UUID]]:
         """Delete memories ``ids``, their links and the entities left unlinked, and write their
         DELETE events; the ids deleted."""
-        return [row["id"] for row in self._all(conn, self.queries.get("delete_memories"), params)]
+        return self._statement("delete_memories", params, "all", _ids)
 
-    def search(self, conn: Conn, params: Row, filters: sql.Composable) -> list[Row]:
+    # -- search
+
+    def search(self, params: Row, filters: sql.Composable) -> Statement[list[Row]]:
         """Every candidate of the three legs with its raw signals."""
-        with conn.cursor(row_factory=dict_row) as cur:
-            # Never server-prepared: a generic plan cannot prune the optional scope conditions
-            # or the unused semantic branch.
-            cur.execute(self.queries.get("search", filters), params, prepare=False)
-            return cur.fetchall()
+        # Never server-prepared: a generic plan cannot prune the optional scope conditions or
+        # the unused semantic branch.
+        return self._statement("search", params, "all", _rows, filters, prepare=False)
 
-    def search_sql(self, conn: Conn, params: Row, filters: sql.Composable) -> str:
+    def search_sql(self, params: Row, filters: sql.Composable) -> Statement[str]:
         """The search statement with its parameters inlined, for humans (EXPLAIN, --sql)."""
-        with psycopg.ClientCursor(conn) as cur:
-            return cur.mogrify(self.queries.get("search", filters), params)
+        return self._statement("search", params, "text", str, filters)
 
-    def set_search_options(self, conn: Conn, ef_search: int) -> None:
+    def set_search_options(self, ef_search: int) -> Statement[None]:
         """Iterative HNSW scans for this transaction (pgvector >= 0.8)."""
-        conn.execute(
-            sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {}")
-            .format(sql.Literal(ef_search))
-        )
+        query = sql.SQL(
+            "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {}"
+        ).format(sql.Literal(ef_search))
+        return Statement("set_search_options", query, None, "nothing", _nothing)
 
-    def schema_dimension(self, conn: Conn, schema: str) -> int | None:
+    def schema_dimension(self) -> Statement[int | None]:
         """The embedding dimension of the memories table, or None when there is none."""
-        row = self._one(conn, self.queries.get("schema_dimension"),
-                        {"memories_table": f'"{schema}".memories'})
-        return None if row is None else int(row["dim"])
+        params = {"memories_table": f'"{self.schema}".memories'}
+        return self._statement("schema_dimension", params, "one", _dim)
 
-    @staticmethod
-    def _one(conn: Conn, query: sql.Composed, params: Row) -> Any:
-        with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(query, params)
-            return cur.fetchone()
+    def _statement(
+        self,
+        name: str,
+        params: Row,
+        fetch: Fetch,
+        read: Callable[[Any], T],
+        filters: sql.Composable | None = None,
+        *,
+        prepare: bool | None = None,
+    ) -> Statement[T]:
+        query = self.queries.get(name) if filters is None else self.queries.get(name, filters)
+        return Statement(name, query, params, fetch, read, prepare)
 
-    @staticmethod
-    def _first(conn: Conn, query: sql.Composed, params: Row) -> Row | None:
-        with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(query, params)
-            return cur.fetchone()
 
-    @staticmethod
-    def _all(
-        conn: Conn, query: sql.Composed, params: Row, *, prepare: bool | None = None
-    ) -> list[Row]:
-        with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(query, params, prepare=prepare)
-            return cur.fetchall()
+# How statements read their rows.
+
+
+def _nothing(_: object) -> None:
+    return None
+
+
+def _rows(rows: list[Row]) -> list[Row]:
+    return rows
+
+
+def _row(row: Row | None) -> Row | None:
+    return row
+
+
+def _found(row: Row | None) -> bool:
+    return row is not None
+
+
+def _ids(rows: list[Row]) -> list[uuid.UUID]:
+    return [row["id"] for row in rows]
+
+
+def _dim(row: Row | None) -> int | None:
+    return None if row is None else int(row["dim"])

@@ -74,20 +74,37 @@ keyword AS (
 -- link to (similarity >= the minimum; iterative scans keep the scope filter from starving the
 -- index scan), and their links to memories of the scope.
 entity_match AS (
-    SELECT q.n AS query_entity, e.id AS entity_id, e.name, e.similarity
+    SELECT q.n AS query_entity, e.id AS entity_id, e.name,
+           1 - (e.embedding <=> q.embedding) AS similarity
       FROM unnest(%(entity_embeddings)s::vector[]) WITH ORDINALITY AS q(embedding, n)
      CROSS JOIN LATERAL (
-            SELECT e.id, e.name, 1 - (e.embedding <=> q.embedding) AS similarity
-              FROM {schema}.entities e
-             WHERE e.tenant = %(tenant)s
-               AND EXISTS (SELECT 1
-                             FROM {schema}.memory_entities me
-                             JOIN {schema}.memories m
-                               ON m.tenant = me.tenant AND m.id = me.memory_id
-                            WHERE me.tenant = e.tenant AND me.entity_id = e.id AND {scope})
-             ORDER BY e.embedding <=> q.embedding
-             LIMIT %(entity_neighbours)s) e
-     WHERE e.similarity >= %(entity_min_similarity)s
+            -- As in the semantic leg: the HNSW index, or an exact scan on old pgvector.
+            (SELECT e.id, e.name, e.embedding
+               FROM {schema}.entities e
+              WHERE NOT %(exact_scan)s::boolean AND e.tenant = %(tenant)s
+                AND EXISTS (SELECT 1
+                              FROM {schema}.memory_entities me
+                              JOIN {schema}.memories m
+                                ON m.tenant = me.tenant AND m.id = me.memory_id
+                             WHERE me.tenant = e.tenant AND me.entity_id = e.id AND {scope})
+              ORDER BY e.embedding <=> q.embedding
+              LIMIT %(entity_neighbours)s)
+            UNION ALL
+            (SELECT x.id, x.name, x.embedding
+               FROM (SELECT e.id, e.name, e.embedding
+                       FROM {schema}.entities e
+                      WHERE %(exact_scan)s::boolean AND e.tenant = %(tenant)s
+                        AND EXISTS (SELECT 1
+                                      FROM {schema}.memory_entities me
+                                      JOIN {schema}.memories m
+                                        ON m.tenant = me.tenant AND m.id = me.memory_id
+                                     WHERE me.tenant = e.tenant AND me.entity_id = e.id
+                                       AND {scope})
+                     OFFSET 0) x
+              ORDER BY x.embedding <=> q.embedding
+              LIMIT %(entity_neighbours)s)
+          ) e
+     WHERE 1 - (e.embedding <=> q.embedding) >= %(entity_min_similarity)s
 ),
 entity_links AS MATERIALIZED (
     SELECT me.memory_id AS id, em.query_entity, em.entity_id, em.name, em.similarity
@@ -241,7 +258,10 @@ stored AS (
       JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = x.id
 )
 SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at, s.updated_at,
-       (i.ord <> i.first_ord OR x.id IS NOT NULL) AS duplicate
+       (i.ord <> i.first_ord OR x.id IS NOT NULL) AS duplicate,
+       -- lock_contents only serialises duplicates when each statement takes a new snapshot:
+       -- the caller refuses dedupe under REPEATABLE READ (see pgmem.pipeline.insert_steps).
+       current_setting('transaction_isolation') AS isolation
   FROM item i
   LEFT JOIN existing x ON x.ord = i.first_ord
   LEFT JOIN fresh f ON f.ord = i.first_ord

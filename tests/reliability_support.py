@@ -38,6 +38,21 @@ class HashEmbedder:
         return np.stack(rows).astype(np.float32)
 
 
+class CachedEmbedder:
+    """Wraps a real embedder, embedding each distinct text once: tests that repeat a few
+    queries many times (per user, per mode) then pay for the model once per query."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.cache: dict[str, npt.NDArray[np.float32]] = {}
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if missing:
+            self.cache.update(zip(missing, np.asarray(self.inner.embed(missing))))
+        return np.stack([self.cache[t] for t in texts]).astype(np.float32)
+
+
 class BrokenEmbedder(HashEmbedder):
     """Returns vectors spoiled in one way: ``kind`` is one of :attr:`KINDS`."""
 

@@ -225,3 +225,23 @@ def test_a_weaker_match_does_not_make_an_exact_entity_common(memory: pgmem.Memor
     assert hit.explain.entity_hits[0].name == "berlin"
     assert hit.explain.entity_hits[0].spread == 1
     assert hit.explain.entity == pytest.approx(0.5)
+
+
+def test_old_pgvector_gets_the_same_results_by_exact_scans(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    query = "Who went to Boston for a support group?"
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        add_all(mem, ROUTER_NOTES[:20] + [
+            "Caroline went to the LGBTQ support group in Boston",
+            "Melanie painted a sunrise over the lake in Boston",
+        ])
+        iterative = mem.search(query, user_id="u1", limit=10)
+    # pgvector before 0.8 has no iterative scans: every leg scans the scope exactly.
+    monkeypatch.setattr(pgmem.connection, "ITERATIVE_SCAN_VERSION", (99, 0))
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as old:
+        exact = old.search(query, user_id="u1", limit=10)
+    assert [h.id for h in exact] == [h.id for h in iterative]
+    assert [h.score for h in exact] == pytest.approx([h.score for h in iterative])
+    assert any(h.explain.entity > 0 for h in exact)

@@ -1,0 +1,127 @@
+"""Timers around pgmem's public seams, so that benchmarks time the real calls of ``Memory``
+without reaching into it: the embedder and the analyzer (pluggable objects), and psycopg's
+connection and cursor classes (``Memory`` accepts a caller's connection or pool).
+
+All timers add to one process-wide :data:`CLOCK`; reset it before the call you measure. Not for
+threads: the concurrency benchmark uses none of this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+import pgmem
+from pgmem.nlp import Analysis
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A statement a :class:`TimingCursor` sent: its text (placeholders kept), its parameters,
+    and the seconds ``execute`` took (for a query that is the round trip with its result)."""
+
+    text: str
+    params: Any
+    seconds: float
+    rowcount: int
+
+    @property
+    def is_set(self) -> bool:
+        return self.text.lstrip().upper().startswith("SET ")
+
+
+class Clock:
+    """Seconds per named part, and the statements sent, since the last :meth:`reset`."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.sent: list[Sent] = []
+
+    def reset(self) -> None:
+        self.seconds = {}
+        self.sent = []
+
+    def add(self, part: str, seconds: float) -> None:
+        self.seconds[part] = self.seconds.get(part, 0.0) + seconds
+
+    def get(self, part: str) -> float:
+        return self.seconds.get(part, 0.0)
+
+    @contextlib.contextmanager
+    def timing(self, part: str) -> Iterator[None]:
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(part, time.perf_counter() - began)
+
+
+CLOCK = Clock()
+
+
+class TimedEmbedder:
+    """An embedder whose ``embed`` calls are timed as "embedding"."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        with CLOCK.timing("embedding"):
+            return self.inner.embed(texts)
+
+
+class TimedAnalyzer(pgmem.TextAnalyzer):
+    """A :class:`~pgmem.TextAnalyzer` whose ``analyze_many`` (``analyze`` calls it) is timed as
+    "nlp"; it shares the inner analyzer's spaCy pipeline."""
+
+    def __init__(self, inner: pgmem.TextAnalyzer) -> None:
+        super().__init__()
+        self._inner = inner
+
+    @property
+    def nlp(self) -> Any:
+        return self._inner.nlp
+
+    def analyze_many(self, texts: Any, batch_size: int = 64) -> list[Analysis]:
+        with CLOCK.timing("nlp"):
+            return self._inner.analyze_many(texts, batch_size=batch_size)
+
+
+class TimingCursor(psycopg.Cursor):  # type: ignore[type-arg]
+    """A cursor that records every statement it sends (as tests/test_search.py counts them),
+    timing ``execute`` as "statements"."""
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        text = query if isinstance(query, str) else query.as_string(self)
+        began = time.perf_counter()
+        try:
+            return super().execute(query, params, **kwargs)
+        finally:
+            seconds = time.perf_counter() - began
+            CLOCK.add("statements", seconds)
+            CLOCK.sent.append(Sent(text, params, seconds, self.rowcount))
+
+
+class TimedConnection(psycopg.Connection):  # type: ignore[type-arg]
+    """A connection whose transaction blocks are timed: "transaction" from BEGIN to COMMIT,
+    and "begin" and "commit" for entering and leaving the block."""
+
+    @contextlib.contextmanager
+    def transaction(self, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
+        began = time.perf_counter()
+        try:
+            with super().transaction(*args, **kwargs) as tx:
+                entered = time.perf_counter()
+                CLOCK.add("begin", entered - began)
+                try:
+                    yield tx
+                finally:
+                    leaving = time.perf_counter()
+            CLOCK.add("commit", time.perf_counter() - leaving)
+        finally:
+            CLOCK.add("transaction", time.perf_counter() - began)

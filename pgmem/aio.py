@@ -1,0 +1,231 @@
+"""``AsyncMemory``: :class:`pgmem.Memory` for asyncio, with the same methods and arguments.
+
+Both facades run the same calls, :class:`pgmem.pipeline.Operations`; this one awaits the
+database (psycopg's ``AsyncConnection`` / ``AsyncConnectionPool``) and runs the CPU-bound model
+work -- lemmatizing, embedding, reranking -- in worker threads (``asyncio.to_thread``), so the
+event loop keeps serving while texts are embedded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pgmem import pipeline, validate
+from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, AsyncConnector, AsyncSource
+from pgmem.migrate import DEFAULT_SCHEMA
+from pgmem.nlp import TextAnalyzer
+from pgmem.rerank import Reranker
+from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
+from pgmem.store import execute_async
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+T = TypeVar("T")
+
+
+async def run_async(connector: AsyncConnector, operation: pipeline.Operation[T]) -> T:
+    """The twin of :func:`pgmem.memory.run`: model work in a worker thread, each transaction's
+    statements awaited on a connection of ``connector``; the call's result."""
+    result: Any = None
+    with contextlib.closing(operation):
+        while True:
+            try:
+                effect = operation.send(result)
+            except StopIteration as done:
+                value: T = done.value
+                return value
+            if isinstance(effect, pipeline.Compute):
+                result = await asyncio.to_thread(effect.run)
+                continue
+            async with connector.transaction(pipeline=effect.pipeline) as (conn, capabilities):
+                steps = effect.steps(capabilities)
+                with contextlib.closing(steps):
+                    result = None
+                    while True:
+                        try:
+                            statement = steps.send(result)
+                        except StopIteration as done:
+                            result = done.value
+                            break
+                        result = await execute_async(conn, statement)
+
+
+class AsyncMemory(pipeline.Configured):
+    """Agent memory in PostgreSQL, for asyncio: every method of :class:`pgmem.Memory`, with the
+    same arguments and results, as a coroutine.
+
+    ``db`` is a DSN (None uses ``PGMEM_DSN``, then libpq's ``PG*`` variables), or a psycopg
+    ``AsyncConnection`` or ``AsyncConnectionPool`` owned by the caller and never closed. As with
+    ``Memory``, writes on a connection inside the caller's transaction (or outside autocommit)
+    commit or roll back with it. The other arguments are ``Memory``'s. Nothing connects or
+    loads a model until the first call.
+    """
+
+    def __init__(
+        self,
+        db: AsyncSource = None,
+        *,
+        embedder: Any = None,
+        nlp: TextAnalyzer | str | None = None,
+        reranker: Reranker | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        tenant: str = "default",
+        keyword_score: str = "bm25",
+        max_text_length: int = validate.MAX_TEXT_LENGTH,
+        pool_max_size: int = 10,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        self._ops = pipeline.Operations(
+            embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
+            keyword_score=keyword_score, max_text_length=max_text_length,
+        )
+        self._connector = AsyncConnector(
+            db, max_size=pool_max_size, connect_timeout=connect_timeout
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close pgmem's own connection pool. What was passed in as ``db`` stays open."""
+        await self._connector.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def add(
+        self,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        dedupe: bool = True,
+    ) -> AddResult:
+        """As :meth:`pgmem.Memory.add`."""
+        return await run_async(self._connector, self._ops.add(
+            text, user_id=user_id, agent_id=agent_id, run_id=run_id, metadata=metadata,
+            dedupe=dedupe,
+        ))
+
+    async def add_many(
+        self,
+        items: Iterable[str | Mapping[str, Any]],
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        dedupe: bool = True,
+        batch_size: int = 64,
+        on_progress: Callable[[int, int], object] | None = None,
+    ) -> list[AddResult]:
+        """As :meth:`pgmem.Memory.add_many`; ``on_progress`` is a plain function, called in the
+        event loop."""
+        return await run_async(self._connector, self._ops.add_many(
+            items, user_id=user_id, agent_id=agent_id, run_id=run_id, dedupe=dedupe,
+            batch_size=batch_size, on_progress=on_progress,
+        ))
+
+    async def update(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        text: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> MemoryRecord:
+        """As :meth:`pgmem.Memory.update`."""
+        return await run_async(
+            self._connector, self._ops.update(memory_id, text=text, metadata=metadata)
+        )
+
+    async def delete(self, memory_id: uuid.UUID | str) -> None:
+        """As :meth:`pgmem.Memory.delete`."""
+        await run_async(self._connector, self._ops.delete(memory_id))
+
+    async def delete_all(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> int:
+        """As :meth:`pgmem.Memory.delete_all`."""
+        return await run_async(
+            self._connector, self._ops.delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        )
+
+    # -- reads -----------------------------------------------------------------------------
+
+    async def get(self, memory_id: uuid.UUID | str) -> MemoryRecord:
+        """As :meth:`pgmem.Memory.get`."""
+        return await run_async(self._connector, self._ops.get(memory_id))
+
+    async def get_all(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        """As :meth:`pgmem.Memory.get_all`."""
+        return await run_async(self._connector, self._ops.get_all(
+            user_id=user_id, agent_id=agent_id, run_id=run_id, filters=filters, limit=limit,
+            cursor=cursor,
+        ))
+
+    async def history(self, memory_id: uuid.UUID | str) -> list[HistoryEvent]:
+        """As :meth:`pgmem.Memory.history`."""
+        return await run_async(self._connector, self._ops.history(memory_id))
+
+    # -- search ----------------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        limit: int = 20,
+        threshold: float = 0.1,
+        filters: Mapping[str, Any] | None = None,
+        rerank: bool = False,
+        mode: str = "hybrid",
+        legs: Sequence[str] | None = None,
+    ) -> list[SearchHit]:
+        """As :meth:`pgmem.Memory.search`."""
+        return await run_async(self._connector, self._ops.search(
+            query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
+            threshold=threshold, filters=filters, rerank=rerank, mode=mode, legs=legs,
+        ))
+
+    async def search_sql(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        limit: int = 20,
+        filters: Mapping[str, Any] | None = None,
+        mode: str = "hybrid",
+        legs: Sequence[str] | None = None,
+    ) -> str:
+        """As :meth:`pgmem.Memory.search_sql`."""
+        return await run_async(self._connector, self._ops.search_sql(
+            query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
+            filters=filters, mode=mode, legs=legs,
+        ))

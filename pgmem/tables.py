@@ -1,0 +1,140 @@
+"""pgmem's tables as SQLAlchemy Core ``Table`` objects, so an application can join its own tables
+to memories in its queries::
+
+    from sqlalchemy import select
+    from pgmem.tables import memories
+
+    query = (
+        select(tickets.c.title, memories.c.text)
+        .join(memories, (memories.c.tenant == "default") & (memories.c.id == tickets.c.memory_id))
+        .where(memories.c.user_id == "alice")
+    )
+
+``metadata`` and the four tables describe the default schema, ``pgmem``, with 384-dimensional
+embeddings; :func:`tables` builds them for another schema name or dimension. They describe the
+columns and keys; the migrations (:func:`pgmem.migrate`) own the DDL, so never ``create_all``
+them, and write through :class:`pgmem.Memory`, which keeps entities, links and history in step.
+Every key starts with ``tenant``: join on it too.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import sqlalchemy as sa
+from pgvector.sqlalchemy import Vector
+from sqlalchemy.dialects import postgresql
+
+from pgmem.migrate import DEFAULT_DIM, DEFAULT_SCHEMA, check_schema_name
+
+__all__ = ["Tables", "entities", "history", "memories", "memory_entities", "metadata", "tables"]
+
+
+class Tables(NamedTuple):
+    """pgmem's tables in one schema, with the ``MetaData`` that holds them."""
+
+    metadata: sa.MetaData
+    memories: sa.Table
+    entities: sa.Table
+    memory_entities: sa.Table
+    history: sa.Table
+
+
+def _tenant() -> sa.Column[str]:
+    return sa.Column("tenant", sa.Text, nullable=False, server_default=sa.text("'default'"))
+
+
+def _timestamp(name: str) -> sa.Column[object]:
+    return sa.Column(
+        name, sa.DateTime(timezone=True), nullable=False, server_default=sa.text("now()")
+    )
+
+
+def _uuid_id() -> sa.Column[object]:
+    return sa.Column(
+        "id", postgresql.UUID(as_uuid=True), nullable=False,
+        server_default=sa.text("gen_random_uuid()"),
+    )
+
+
+@functools.cache
+def tables(schema: str = DEFAULT_SCHEMA, dim: int = DEFAULT_DIM) -> Tables:
+    """pgmem's tables in ``schema`` (as created by ``pgmem.migrate(dsn, schema=..., dim=...)``),
+    in a ``MetaData`` of their own. The same arguments return the same objects.
+
+    Raises:
+        ConfigurationError: ``schema`` is not a plain lower-case identifier.
+    """
+    check_schema_name(schema)
+    metadata = sa.MetaData(schema=schema)
+    memories = sa.Table(
+        "memories",
+        metadata,
+        _tenant(),
+        _uuid_id(),
+        sa.Column("user_id", sa.Text),
+        sa.Column("agent_id", sa.Text),
+        sa.Column("run_id", sa.Text),
+        sa.Column("text", sa.Text, nullable=False),
+        sa.Column("content_hash", sa.Text, nullable=False),
+        sa.Column(
+            "metadata", postgresql.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")
+        ),
+        sa.Column("embedding", Vector(dim), nullable=False),
+        sa.Column("lexemes", postgresql.TSVECTOR, nullable=False),
+        sa.Column("lexeme_count", sa.Integer, nullable=False),
+        _timestamp("created_at"),
+        _timestamp("updated_at"),
+        sa.PrimaryKeyConstraint("tenant", "id", name="memories_pkey"),
+        sa.CheckConstraint(
+            "user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL",
+            name="memories_scope_check",
+        ),
+    )
+    entities = sa.Table(
+        "entities",
+        metadata,
+        _tenant(),
+        _uuid_id(),
+        sa.Column("name", sa.Text, nullable=False),
+        sa.Column("label", sa.Text, nullable=False),
+        sa.Column("embedding", Vector(dim), nullable=False),
+        _timestamp("created_at"),
+        sa.PrimaryKeyConstraint("tenant", "id", name="entities_pkey"),
+        sa.UniqueConstraint("tenant", "name", name="entities_name_key"),
+    )
+    memory_entities = sa.Table(
+        "memory_entities",
+        metadata,
+        _tenant(),
+        sa.Column("memory_id", postgresql.UUID(as_uuid=True), nullable=False),
+        sa.Column("entity_id", postgresql.UUID(as_uuid=True), nullable=False),
+        sa.PrimaryKeyConstraint("tenant", "memory_id", "entity_id", name="memory_entities_pkey"),
+        sa.ForeignKeyConstraint(
+            ["tenant", "memory_id"], [memories.c.tenant, memories.c.id],
+            name="memory_entities_memory_fkey", ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["tenant", "entity_id"], [entities.c.tenant, entities.c.id],
+            name="memory_entities_entity_fkey", ondelete="CASCADE",
+        ),
+    )
+    history = sa.Table(
+        "history",
+        metadata,
+        _tenant(),
+        sa.Column("id", sa.BigInteger, sa.Identity(always=True), nullable=False),
+        # No foreign key: the history of a deleted memory stays.
+        sa.Column("memory_id", postgresql.UUID(as_uuid=True), nullable=False),
+        sa.Column("event", sa.Text, nullable=False),
+        sa.Column("old_text", sa.Text),
+        sa.Column("new_text", sa.Text),
+        _timestamp("created_at"),
+        sa.PrimaryKeyConstraint("tenant", "id", name="history_pkey"),
+        sa.CheckConstraint("event IN ('ADD', 'UPDATE', 'DELETE')", name="history_event_check"),
+    )
+    return Tables(metadata, memories, entities, memory_entities, history)
+
+
+metadata, memories, entities, memory_entities, history = tables()
