@@ -87,9 +87,8 @@ def normalize_entity_name(text: str) -> str:
     punctuation, no leading article."""
     name = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
     name = name.strip(" \t.,;:!?\"'“”‘’()[]{}")
-    if name.startswith("the "):
-        name = name[4:]
-    if name.endswith("'s") or name.endswith("’s"):
+    name = name.removeprefix("the ")
+    if name.endswith(("'s", "’s")):
         name = name[:-2]
     return name.strip()
 
@@ -172,7 +171,7 @@ def _blank_pipeline(spacy: Any) -> Any:
     try:
         nlp.add_pipe("lemmatizer", config={"mode": "lookup"})
         nlp.initialize()
-    except Exception:  # spacy-lookups-data missing: lower-cased words, still no stop words
+    except (ValueError, ImportError, OSError):  # no spacy-lookups-data: lower-cased words
         logger.warning("spacy-lookups-data is not installed: keyword terms are not lemmatized")
         nlp = spacy.blank("en")
     return nlp

@@ -313,12 +313,12 @@ def insert_params(
 def memory_params(tenant: str, memory_id: uuid.UUID) -> dict[str, Any]:
     """Parameters of the statements about one memory (``get_memory``, ``lock_memory``,
     ``lock_linked_entities``, ``delete_memories``, ``memory_history``)."""
-    return {"tenant": tenant, "id": memory_id, "ids": [memory_id]}
+    return {"tenant": tenant, "id": memory_id, "ids": [memory_id], "entity_names": []}
 
 
 def delete_params(tenant: str, memory_ids: Sequence[uuid.UUID]) -> dict[str, Any]:
     """Parameters of ``lock_linked_entities`` and ``delete_memories``."""
-    return {"tenant": tenant, "ids": list(memory_ids)}
+    return {"tenant": tenant, "ids": list(memory_ids), "entity_names": []}
 
 
 def update_params(
@@ -529,8 +529,7 @@ def insert_steps(store: Store, tenant: str, params: Row) -> Steps[list[AddResult
             locks, so that a concurrent add of the same text would be missed. Raised after the
             insert, whose rows tell the isolation level; the caller's savepoint undoes it.
     """
-    if params["dedupe"]:
-        yield store.lock_contents(params)
+    yield store.lock_contents(params)  # entity-name locks always, duplicate locks with dedupe
     rows = yield from result_of(store.insert_memories(params))
     if params["dedupe"] and rows and rows[0]["isolation"] == "repeatable read":
         raise IsolationError(

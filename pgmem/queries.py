@@ -13,6 +13,7 @@ from importlib.resources import files
 
 from psycopg import sql
 
+NO_FILTER = sql.SQL("TRUE")
 _BLOCK = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
@@ -30,7 +31,7 @@ class Queries:
     def __init__(self, schema: str) -> None:
         self.schema = sql.Identifier(schema)
 
-    def get(self, name: str, filters: sql.Composable = sql.SQL("TRUE")) -> sql.Composed:
+    def get(self, name: str, filters: sql.Composable = NO_FILTER) -> sql.Composed:
         """Statement ``name`` with the schema, scope and ``filters`` composed in."""
         raw = raw_queries()
         scope = sql.SQL(raw["scope"]).format(filters=filters)

@@ -152,18 +152,27 @@ SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, 
   LEFT JOIN entity_hits h ON h.id = c.id
 
 -- name: lock_contents
--- Exact duplicates have no unique index to lean on, so adds of one text to one scope are
--- serialised: a transaction-scoped advisory lock per distinct (tenant, scope, content hash),
--- taken in key order so that concurrent batches cannot deadlock. Sent before insert_memories as
--- a statement of its own: insert_memories' snapshot, taken after the locks are granted, then sees
--- whatever the previous holder of a lock committed. (A REPEATABLE READ transaction would not.)
-SELECT pg_advisory_xact_lock(hashtext('pgmem.content'), k.key)
-  FROM (SELECT DISTINCT hashtext(jsonb_build_array(%(tenant)s::text, i.user_id, i.agent_id,
+-- The locks of an add, taken before insert_memories as a statement of its own (so that its
+-- snapshot, taken after they are granted, sees whatever the previous holder committed; a
+-- REPEATABLE READ transaction would not), all in one pass in (class, key) order so that
+-- concurrent writers cannot deadlock:
+-- * with `dedupe`, per distinct (tenant, scope, content hash): exact duplicates have no unique
+--   index to lean on, so adds of one text to one scope are serialised;
+-- * per entity name of the batch (see lock_linked_entities): every writer of entity rows takes
+--   these first, so that no writer waits for an entity row while holding another.
+SELECT pg_advisory_xact_lock(k.class, k.key)
+  FROM (SELECT DISTINCT 1 AS rank, hashtext('pgmem.content') AS class,
+                        hashtext(jsonb_build_array(%(tenant)s::text, i.user_id, i.agent_id,
                                                    i.run_id, i.content_hash)::text) AS key
           FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
                       %(content_hashes)s::text[]) AS i(user_id, agent_id, run_id, content_hash)
+         WHERE %(dedupe)s::boolean
+        UNION
+        SELECT DISTINCT 2, hashtext('pgmem.entity'),
+                        hashtext(jsonb_build_array(%(tenant)s::text, n.name)::text)
+          FROM unnest(%(entity_names)s::text[]) AS n(name)
        ) k
- ORDER BY k.key
+ ORDER BY k.rank, k.key
 
 -- name: insert_memories
 -- A batch of memories with their entities, links and ADD events, in one statement. Returns one
@@ -308,19 +317,28 @@ SELECT m.id
    FOR UPDATE
 
 -- name: lock_linked_entities
--- The entities linked to memories about to be re-linked or deleted, locked in name order (the
--- order writers upsert them in). Sent before the change as a statement of its own, because
--- deleting an entity once no link is left is a check-then-act: with the locks held, a writer
--- linking one of these entities waits for the change to commit (and then re-creates the entity
--- if it was deleted), and the change's snapshot sees every link committed before the locks.
-SELECT e.id
-  FROM {schema}.entities e
- WHERE e.tenant = %(tenant)s
-   AND e.id IN (SELECT me.entity_id
-                  FROM {schema}.memory_entities me
-                 WHERE me.tenant = %(tenant)s AND me.memory_id = ANY(%(ids)s::uuid[]))
- ORDER BY e.name
-   FOR UPDATE
+-- The entity-name locks of an update or delete: the names of the entities linked to memories
+-- `ids`, and the new text's `entity_names` (empty for a delete). One transaction-scoped
+-- advisory lock per (tenant, name), the same lock lock_contents takes for an add, all taken in
+-- one pass in key order. Row locks taken in two steps (the old entities here, the new ones
+-- during the change) let an add holding a new entity wait for an old one: a deadlock.
+-- Sent before the change as a statement of its own, because deleting an entity once no link is
+-- left is a check-then-act: with the locks held, a writer linking one of these entities waits
+-- for the change to commit (and then re-creates the entity if it was deleted), and the change's
+-- snapshot sees every link committed before the locks.
+SELECT pg_advisory_xact_lock(hashtext('pgmem.entity'), k.key)
+  FROM (SELECT DISTINCT hashtext(jsonb_build_array(%(tenant)s::text, n.name)::text) AS key
+          FROM (SELECT e.name
+                  FROM {schema}.entities e
+                 WHERE e.tenant = %(tenant)s
+                   AND e.id IN (SELECT me.entity_id
+                                  FROM {schema}.memory_entities me
+                                 WHERE me.tenant = %(tenant)s
+                                   AND me.memory_id = ANY(%(ids)s::uuid[]))
+                UNION
+                SELECT unnest(%(entity_names)s::text[])) n(name)
+       ) k
+ ORDER BY k.key
 
 -- name: update_memory
 -- A memory's new text and/or metadata (NULL parameters keep the stored value) and its UPDATE

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from docker.errors import DockerException
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -46,7 +47,7 @@ def server_dsn() -> Iterator[str]:
     if not dsn:
         try:
             dsn, container = _container_dsn()
-        except Exception as exc:  # docker.errors.DockerException when no engine answers
+        except DockerException as exc:  # raised at construction when no engine answers
             message = f"{HOW_TO_GET_A_SERVER} ({type(exc).__name__}: {exc})"
             if os.environ.get("CI"):
                 pytest.fail(message)
