@@ -49,6 +49,7 @@ import numpy.typing as npt
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 import pgmem
 from benchmarks import locomo
@@ -152,18 +153,19 @@ def synthetic_rows(
     rows: Sequence[Row], vectors: Vectors, analyses: Sequence[Analysis], n: int,
     *, noise: float = 0.02, seed: int = 11,
 ) -> Iterable[tuple[Row, Vectors, Analysis]]:
-    """``n`` rows: the real corpus, then copies of it under new users whose vectors carry
-    Gaussian noise (renormalised) and whose texts and lemmas carry the new user's tag."""
-    rng = np.random.default_rng(seed)
+    """``n`` rows in :func:`arrival_order`: the real corpus, then copies of it under new users
+    whose vectors carry Gaussian noise (renormalised) and whose texts and lemmas carry the new
+    user's tag."""
+    pool = np.random.default_rng(seed).normal(0, noise, (4096, vectors.shape[1]))
     real = len(rows)
-    for i in range(n):
+    for i in arrival_order(n).tolist():
         j = i % real
         row, vector, analysis = rows[j], vectors[j], analyses[j]
         if i >= real:
             u = i // ROWS_PER_USER
             old_tag, new_tag = row.user_id.removeprefix("user-"), f"{u:05d}"
             row = Row(user_id(u), row.text.replace(f"(u{old_tag})", f"(u{new_tag})"), row.metadata)
-            noisy = vector + rng.normal(0, noise, vector.shape).astype(np.float32)
+            noisy = vector + pool[(i * 2654435761) % len(pool)].astype(np.float32)
             vector = noisy / np.linalg.norm(noisy)
             analysis = dataclasses.replace(
                 analysis,
@@ -317,15 +319,22 @@ def load(
             conn.execute(sql.SQL("DROP INDEX {}.{}").format(
                 sql.Identifier(SCHEMA), sql.Identifier(name)))
         links = []
+        # Binary COPY (vectors travel as floats, not text) into a staging table, since psycopg
+        # has no binary tsvector; then one INSERT ... SELECT casts the lemmas.
+        conn.execute(
+            "CREATE TEMP TABLE corpus_stage (tenant text, id uuid, user_id text, text text,"
+            " content_hash text, metadata jsonb, embedding vector, lexemes text,"
+            " lexeme_count int4) ON COMMIT DROP")
         with conn.cursor() as cur, cur.copy(
-            "COPY pgmem.memories (tenant, id, user_id, text, content_hash, metadata, embedding,"
-            " lexemes, lexeme_count) FROM STDIN"
+            "COPY corpus_stage FROM STDIN (FORMAT BINARY)"
         ) as copy:
+            copy.set_types(["text", "uuid", "text", "text", "text", "jsonb", "vector", "text",
+                            "int4"])
             for row, vector, analysis in items:
                 memory_id = uuid.uuid4()
                 copy.write_row((
                     TENANT, memory_id, row.user_id, row.text, content_hash(row.text),
-                    json.dumps(row.metadata), vector, analysis.tsvector(), len(analysis.lexemes),
+                    Jsonb(row.metadata), vector, analysis.tsvector(), len(analysis.lexemes),
                 ))
                 linked = set()
                 for entity in analysis.entities:
@@ -334,6 +343,11 @@ def load(
                         linked.add(entity_id)
                         links.append((TENANT, memory_id, entity_id))
                 n += 1
+        conn.execute(
+            "INSERT INTO pgmem.memories (tenant, id, user_id, text, content_hash, metadata,"
+            " embedding, lexemes, lexeme_count)"
+            " SELECT tenant, id, user_id, text, content_hash, metadata, embedding,"
+            " lexemes::tsvector, lexeme_count FROM corpus_stage")
         with conn.cursor() as cur, cur.copy(
             "COPY pgmem.entities (tenant, id, name, label, embedding) FROM STDIN"
         ) as copy:
@@ -366,8 +380,18 @@ def load(
 
 
 def load_corpus(dsn: str, data: Corpus, **kwargs: Any) -> LoadReport:
-    """:func:`load` the rows of ``data``."""
-    return load(dsn, zip(data.rows, data.vectors, data.analyses), data.surfaces, **kwargs)
+    """:func:`load` the rows of ``data``, users interleaved (:func:`arrival_order`)."""
+    order = arrival_order(len(data))
+    return load(
+        dsn, ((data.rows[i], data.vectors[i], data.analyses[i]) for i in order), data.surfaces,
+        **kwargs,
+    )
+
+
+def arrival_order(n: int, seed: int = 3) -> Vectors:
+    """A fixed shuffle of ``range(n)``: memories arrive interleaved across users, as they would
+    from many users over time, so that a scope's rows are spread over the heap."""
+    return np.random.default_rng(seed).permutation(n)
 
 
 # -- the same rows through add_many (for `check`) -------------------------------------------------
@@ -399,10 +423,14 @@ class CachedAnalyzer(pgmem.TextAnalyzer):
 
 
 def add_many_corpus(dsn: str, data: Corpus, batch_size: int = 64) -> float:
-    """Store ``data`` with ``Memory.add_many(dedupe=False)`` and the cached models; seconds."""
+    """Store ``data`` with ``Memory.add_many(dedupe=False)`` and the cached models, in the
+    order :func:`load_corpus` writes them; seconds."""
     vectors = {r.text: v for r, v in zip(data.rows, data.vectors)} | data.surfaces
     analyses = {r.text: a for r, a in zip(data.rows, data.analyses)}
-    items = [{"text": r.text, "user_id": r.user_id, "metadata": r.metadata} for r in data.rows]
+    items = [
+        {"text": r.text, "user_id": r.user_id, "metadata": r.metadata}
+        for r in (data.rows[i] for i in arrival_order(len(data)))
+    ]
     with pgmem.Memory(dsn, embedder=CachedEmbedder(vectors), nlp=CachedAnalyzer(analyses)) as m:
         began = time.perf_counter()
         m.add_many(items, dedupe=False, batch_size=batch_size)

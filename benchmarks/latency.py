@@ -30,15 +30,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 import pgmem
 from benchmarks import corpus, locomo, report
@@ -51,10 +54,13 @@ from benchmarks.instruments import (
     TimedEmbedder,
     TimingCursor,
 )
+from pgmem.filters import compile_filters
+from pgmem.queries import raw_queries
 
 LIMIT = 20
 THRESHOLD = 0.1
 BARE_KS = (LIMIT, 4 * LIMIT)
+PROPOSED = Path(__file__).with_name("proposed_search.sql")
 BARE = (
     "SELECT m.id FROM pgmem.memories m"
     " WHERE m.tenant = %(tenant)s AND m.user_id = %(user_id)s"
@@ -147,6 +153,29 @@ def leg_statement(search: str, select: str) -> str:
     return search[: final + 1] + select
 
 
+def proposed_statement(conn: psycopg.Connection, path: Path) -> str:  # type: ignore[type-arg]
+    """A private copy of the search statement (a ``-- name: search`` block's text, with
+    ``{schema}``, ``{scope}`` and ``{filters}``), composed as pgmem composes its own, for
+    searches without metadata filters."""
+    condition, _ = compile_filters(None)
+    scope = sql.SQL(raw_queries()["scope"]).format(filters=condition)
+    text = sql.SQL(path.read_text(encoding="utf-8")).format(  # type: ignore[arg-type]
+        schema=sql.Identifier(corpus.SCHEMA), scope=scope, filters=condition)
+    return text.as_string(conn)
+
+
+def comparable(rows: Sequence[Any]) -> dict[Any, tuple[Any, ...]]:
+    """The search statement's rows by id, floats rounded: to compare two statements."""
+    def num(x: Any) -> Any:
+        return None if x is None else round(float(x), 9)
+
+    out = {}
+    for r in rows:
+        hits = sorted((h["name"], num(h["similarity"]), h["spread"]) for h in (r[11] or []))
+        out[r[0]] = (num(r[8]), num(r[9]), num(r[10]), tuple(hits), tuple(r[12]))
+    return out
+
+
 # -- one size -----------------------------------------------------------------------------------
 
 
@@ -162,20 +191,37 @@ class SizeResult:
     statements: list[int] = field(default_factory=list)
     candidates: list[int] = field(default_factory=list)
     explain: str = ""
+    proposed: list[float] = field(default_factory=list)
+    same_rows: int = 0
+    proposed_explain: str = ""
 
 
 def measure(
     dsn: str, queries: Sequence[corpus.Query], embedder: Any, analyzer: pgmem.TextAnalyzer,
-    result: SizeResult, *, explain: bool,
+    result: SizeResult, *, explain: bool, proposed: Path | None,
 ) -> None:
-    """A warm-up pass, then a measured one: each query searched and its bare queries run, in
-    rotating order. The bare queries use the query vector the warm-up search sent."""
+    """A warm-up pass, then a measured one: each query searched and its bare queries (and the
+    proposed statement) run, in rotating order. These use what the warm-up search sent."""
     searcher = Searcher(dsn, embedder, analyzer)
     try:
         searcher.memory.search("warm up", user_id=queries[0].user_id)  # reads the server
         warm = [searcher.search(q) for q in queries]
         if explain:
             result.explain = searcher.explain(warm[0])
+        methods = []
+        if proposed is not None:
+            other = proposed_statement(searcher.conn, proposed)
+            for w in warm:
+                rows = [searcher.timed(w.settings, text, w.statement.params)[1]
+                        for text in (w.statement.text, other)]
+                result.same_rows += comparable(rows[0]) == comparable(rows[1])
+            if explain:
+                result.proposed_explain = searcher.explain(warm[0], other)
+
+            def run_proposed(i: int, q: corpus.Query) -> None:
+                seconds, _ = searcher.timed(warm[i].settings, other, warm[i].statement.params)
+                result.proposed.append(seconds)
+            methods.append(run_proposed)
 
         def run_search(i: int, q: corpus.Query) -> None:
             searched = searcher.search(q)
@@ -191,7 +237,7 @@ def measure(
                 result.bare_rows.setdefault(k, []).append(n)
             return run
 
-        methods = [run_search, *(run_bare(k) for k in BARE_KS)]
+        methods += [run_search, *(run_bare(k) for k in BARE_KS)]
         for i, q in enumerate(queries):
             for j in range(len(methods)):
                 methods[(i + j) % len(methods)](i, q)
@@ -201,7 +247,7 @@ def measure(
 
 def run_size(
     server: str, data: corpus.Corpus, queries: Sequence[corpus.Query], embedder: Any,
-    analyzer: pgmem.TextAnalyzer, *, explain: bool, name: str,
+    analyzer: pgmem.TextAnalyzer, *, explain: bool, name: str, proposed: Path | None = None,
 ) -> SizeResult:
     """Load ``data`` into a scratch database and measure it."""
     with scratch_database(server, name) as dsn:
@@ -210,7 +256,7 @@ def run_size(
         load = corpus.load_corpus(dsn, data)
         corpus.progress(f"  loaded in {load.total:.0f} s; searching")
         result = SizeResult(rows=len(data), load=load)
-        measure(dsn, queries, embedder, analyzer, result, explain=explain)
+        measure(dsn, queries, embedder, analyzer, result, explain=explain, proposed=proposed)
     return result
 
 
@@ -234,20 +280,27 @@ def breakdown_table(r: SizeResult) -> str:
 
 
 def headline_table(results: Sequence[SizeResult]) -> str:
-    """pgmem's SQL against the bare pgvector query, per size."""
+    """pgmem's SQL against the bare pgvector query, per size (and the proposed statement's)."""
+    with_proposed = any(r.proposed for r in results)
     head = ("memories", "pgmem SQL p50 ms", *(f"bare k={k} p50 ms" for k in BARE_KS),
             *(f"SQL / bare k={k} (p50)" for k in BARE_KS), f"SQL / bare k={LIMIT} (p95)",
-            "statements per search")
+            "statements per search",
+            *(("proposed SQL p50 ms", f"proposed / bare k={LIMIT} (p50)") if with_proposed
+              else ()))
     rows = []
     for r in results:
         sql_p50 = report.p50(r.pieces["sql"])
         statements = sorted(set(r.statements))
+        proposed: tuple[str, ...] = ()
+        if with_proposed:
+            proposed = (report.ms(report.p50(r.proposed)),
+                        report.ratio(report.p50(r.proposed), report.p50(r.bare[LIMIT])))
         rows.append((
             f"{r.rows:,}", report.ms(sql_p50),
             *(report.ms(report.p50(r.bare[k])) for k in BARE_KS),
             *(report.ratio(sql_p50, report.p50(r.bare[k])) for k in BARE_KS),
             report.ratio(report.p95(r.pieces["sql"]), report.p95(r.bare[LIMIT])),
-            ", ".join(map(str, statements)),
+            ", ".join(map(str, statements)), *proposed,
         ))
     return report.table(head, rows)
 
@@ -263,9 +316,16 @@ def notes(results: Sequence[SizeResult], n_queries: int) -> str:
             f"{n_queries} queries; bare k={LIMIT} returned "
             f"{np.mean(r.bare_rows[LIMIT]):.1f} rows on average, k={BARE_KS[1]} "
             f"{np.mean(r.bare_rows[BARE_KS[1]]):.1f}; the search statement returned "
-            f"{np.mean(r.candidates):.0f} candidate rows on average."
+            f"{np.mean(r.candidates):.0f} candidate rows on average"
+            + (f"; the proposed statement returned the same rows for {r.same_rows} of "
+               f"{n_queries} queries." if r.proposed else ".")
         )
     return "\n".join(lines)
+
+
+def readable(plan: str) -> str:
+    """An EXPLAIN output with its vector literals shortened."""
+    return re.sub(r"'\[[-0-9.,e]+\]'", "'[...]'", plan)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -279,6 +339,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
     parser.add_argument("--explain", action="store_true",
                         help="print EXPLAIN (ANALYZE, BUFFERS) of one search per size")
+    parser.add_argument("--proposed", type=Path, nargs="?", const=PROPOSED, metavar="PATH",
+                        help="also time a private copy of the search statement (default: "
+                        f"{PROPOSED.relative_to(corpus.REPO_ROOT)}) and compare its rows")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -294,10 +357,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n in sizes:
         queries = corpus.queries(raw, n // corpus.ROWS_PER_USER, args.queries)
         results.append(run_size(server, data.head(n), queries, embedder, analyzer,
-                                explain=args.explain, name=f"pgmem_latency_{os.getpid()}_{n}"))
+                                explain=args.explain, name=f"pgmem_latency_{os.getpid()}_{n}",
+                                proposed=args.proposed))
         print(breakdown_table(results[-1]) + "\n", flush=True)
         if args.explain:
-            print(results[-1].explain + "\n", flush=True)
+            print(readable(results[-1].explain) + "\n", flush=True)
+            if results[-1].proposed_explain:
+                print("proposed:\n" + readable(results[-1].proposed_explain) + "\n", flush=True)
     headline = headline_table(results)
     print(headline + "\n")
     print(notes(results, args.queries))

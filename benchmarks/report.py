@@ -20,16 +20,32 @@ import psycopg
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
-SECTIONS = ("environment", "latency", "scale", "ingestion", "concurrency")
+SECTIONS = ("intro", "environment", "latency", "scale", "ingestion", "concurrency")
 INTRO = """# Benchmarks
 
-Performance of pgmem on one machine, each part produced by one command that prints its tables
-and rewrites its own section below. The machine is shared (2 cores, other work running), so
-every figure that matters is a **ratio against a baseline measured in the same run, on the same
-table**, and every time is a **median** (p50) or a 95th percentile over many calls; absolute
-milliseconds are given for scale only. torch runs on one thread in every benchmark process.
+Performance of pgmem on one machine. Each part is one command that prints its tables and
+rewrites its own section of this file (text outside the `BEGIN`/`END` markers is kept):
 
-Retrieval quality (recall, nDCG, MRR on LoCoMo) is a separate command:
+```
+python -m benchmarks.corpus prepare        # once: embed and analyse the 100,000-row corpus (cached)
+python -m benchmarks.latency --proposed    # search latency at 10k and 100k memories vs bare pgvector
+python -m benchmarks.scale --proposed      # SQL time per leg at 10k, 100k and 1M memories
+python -m benchmarks.ingestion             # add / add_many rate and the database's share
+python -m benchmarks.concurrency           # 1, 4 and 16 threads sharing one Memory
+```
+
+They need a PostgreSQL server with pgvector where databases may be created (`--dsn`, else
+`PGMEM_BENCH_DSN`, else `PGMEM_TEST_DSN`), the LoCoMo dev file (`../shared/data/locomo_dev.json`,
+read in place, never copied), and the models (all-MiniLM-L6-v2, a spaCy English model).
+
+The machine is shared (2 cores, other work running), so every figure that matters is a **ratio
+against a baseline measured in the same run, on the same table**, and every time is a **median**
+(p50) or a 95th percentile over many calls; absolute milliseconds are given for scale only.
+torch runs on one thread in every benchmark process. `--proposed` also times
+`benchmarks/proposed_search.sql`, a private copy of the search statement with the changes the
+findings below propose, and checks that it returns the same rows.
+
+Retrieval quality (recall, nDCG, MRR on LoCoMo) is a separate command,
 `python -m benchmarks.retrieval` (see the README).
 """
 
@@ -177,27 +193,30 @@ def write_section(name: str, body: str, doc: Path = DOC) -> None:
     """Replace section ``name`` of ``doc`` with ``body`` (creating the file or the section)."""
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
     block = f"{begin}\n{body.strip()}\n{end}"
-    text = doc.read_text(encoding="utf-8") if doc.exists() else INTRO
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
         _, tail = rest.split(end, 1)
         text = head + block + tail
     else:
         # Insert before the first later section that exists, to keep SECTIONS' order.
-        later = [f"<!-- BEGIN {s} -->" for s in SECTIONS[SECTIONS.index(name) + 1 :]
-                 if name in SECTIONS]
+        rank = SECTIONS.index(name) if name in SECTIONS else len(SECTIONS)
+        later = [f"<!-- BEGIN {s} -->" for s in SECTIONS[rank + 1 :]]
         anchor = next((m for m in later if m in text), None)
         if anchor:
             head, tail = text.split(anchor, 1)
             text = head + block + "\n\n" + anchor + tail
-        else:
+        elif text.strip():
             text = text.rstrip("\n") + "\n\n" + block + "\n"
+        else:
+            text = block + "\n"
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text, encoding="utf-8")
 
 
 def write_environment(dsn: str, spacy_model: str, torch_threads: int, doc: Path = DOC) -> str:
-    """Rewrite the environment section; return it."""
+    """Rewrite the introduction and the environment section; return the latter."""
+    write_section("intro", INTRO, doc)
     body = "## Machine and versions\n\n" + table(
         ("", "value"), environment(dsn, spacy_model, torch_threads))
     write_section("environment", body, doc)

@@ -11,6 +11,9 @@ rotating order, each in a transaction after the search's ``SET LOCAL`` (iterativ
 ``ef_search`` = 80), unprepared:
 
 - the bare pgvector top-20 of the scope (the baseline);
+- no leg: the search statement's CTEs followed by ``SELECT 1`` -- what every search pays
+  before any leg runs: psycopg converting a statement too long for its query cache (4 KB),
+  sending it, and the server parsing and planning every CTE;
 - each leg alone: the search statement's CTEs followed by ``SELECT count(*) FROM semantic``
   (resp. ``keyword``, ``entity``) instead of its final SELECT -- CTEs nobody references are not
   run, so this is the leg and what it depends on;
@@ -26,42 +29,55 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pgmem
 from benchmarks import corpus, locomo, report
 from benchmarks.database import scratch_database, server_dsn
-from benchmarks.latency import BARE, LIMIT, Searcher, leg_statement
+from benchmarks.latency import (
+    BARE,
+    LIMIT,
+    PROPOSED,
+    Searcher,
+    leg_statement,
+    proposed_statement,
+)
 
 LEGS = ("semantic", "keyword", "entity")
-STATEMENTS = ("bare", *LEGS, "search")
 
 
 def measure(dsn: str, queries: Sequence[corpus.Query], embedder: Any,
-            analyzer: pgmem.TextAnalyzer) -> dict[str, list[float]]:
-    """Seconds per statement per query (measured pass only)."""
+            analyzer: pgmem.TextAnalyzer, proposed: Path | None) -> dict[str, list[float]]:
+    """Seconds per statement per query (measured pass only). With ``proposed``, the same
+    statements of the proposed search statement too, named ``proposed <name>``."""
     searcher = Searcher(dsn, embedder, analyzer)
     try:
         searcher.memory.search("warm up", user_id=queries[0].user_id)  # reads the server
+        other = proposed_statement(searcher.conn, proposed) if proposed else None
         runs = []
         for q in queries:
             searched = searcher.search(q)
             text, params = searched.statement.text, searched.statement.params
             bare = {"tenant": corpus.TENANT, "user_id": q.user_id,
                     "embedding": params["embedding"], "k": LIMIT}
-            statements = {
-                "bare": (BARE, bare),
-                **{leg: (leg_statement(text, f"SELECT count(*) FROM {leg}"), params)
-                   for leg in LEGS},
-                "search": (text, params),
-            }
+            statements = {"bare": (BARE, bare)}
+            for prefix, search in (("", text), ("proposed ", other)):
+                if search is None:
+                    continue
+                statements[prefix + "fixed"] = (leg_statement(search, "SELECT 1"), params)
+                for leg in LEGS:
+                    statements[prefix + leg] = (
+                        leg_statement(search, f"SELECT count(*) FROM {leg}"), params)
+                statements[prefix + "search"] = (search, params)
             runs.append((searched.settings, statements))
+        names = list(runs[0][1])
         times: dict[str, list[float]] = {}
         for _measured in (False, True):
-            times = {name: [] for name in STATEMENTS}
+            times = {name: [] for name in names}
             for i, (settings, statements) in enumerate(runs):
-                for j in range(len(STATEMENTS)):
-                    name = STATEMENTS[(i + j) % len(STATEMENTS)]
+                for j in range(len(names)):
+                    name = names[(i + j) % len(names)]
                     seconds, _ = searcher.timed(settings, *statements[name])
                     times[name].append(seconds)
         return times
@@ -70,17 +86,22 @@ def measure(dsn: str, queries: Sequence[corpus.Query], embedder: Any,
 
 
 def result_table(results: Sequence[tuple[int, float, dict[str, list[float]]]]) -> str:
-    """One row per size: the bare query's p50, and each statement's p50 as a ratio to it."""
-    head = ("memories", "load s", "bare top-20 p50 ms", "semantic leg", "keyword leg",
-            "entity leg", "search statement", "search p50 ms")
+    """One row per size (and statement): the bare query's p50, and each statement's p50 as a
+    ratio to it."""
+    head = ("memories", "statement", "load s", "bare top-20 p50 ms", "no leg (fixed cost)",
+            "semantic leg", "keyword leg", "entity leg", "whole statement", "whole p50 ms")
     rows = []
     for n, load_seconds, times in results:
         bare = report.p50(times["bare"])
-        rows.append((
-            f"{n:,}", f"{load_seconds:.0f}", report.ms(bare),
-            *(report.ratio(report.p50(times[s]), bare) for s in (*LEGS, "search")),
-            report.ms(report.p50(times["search"])),
-        ))
+        for prefix in ("", "proposed "):
+            if prefix + "search" not in times:
+                continue
+            rows.append((
+                f"{n:,}", prefix.strip() or "current", f"{load_seconds:.0f}", report.ms(bare),
+                *(report.ratio(report.p50(times[prefix + s]), bare)
+                  for s in ("fixed", *LEGS, "search")),
+                report.ms(report.p50(times[prefix + "search"])),
+            ))
     return report.table(head, rows)
 
 
@@ -95,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=corpus.Path, default=corpus.DEFAULT_DATA)
     parser.add_argument("--dsn", help="a server where databases may be created")
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
+    parser.add_argument("--proposed", type=Path, nargs="?", const=PROPOSED, metavar="PATH",
+                        help="also time a private copy of the search statement (default: "
+                        f"{PROPOSED.relative_to(corpus.REPO_ROOT)}), leg by leg")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -119,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             corpus.progress(f"  loaded in {time.perf_counter() - began:.0f} s "
                             f"(COPY {load.copy_seconds:.0f} s, indexes {load.index_seconds:.0f} s);"
                             " measuring")
-            results.append((n, load.total, measure(dsn, queries, embedder, analyzer)))
+            results.append((n, load.total, measure(dsn, queries, embedder, analyzer, args.proposed)))
         print(result_table(results[-1:]), flush=True)
     table = result_table(results)
     print("\n" + table)

@@ -492,5 +492,8 @@ def _type(value: object) -> str:
 
 def _short(value: object, limit: int = 60) -> str:
     """``repr(value)``, cut to about ``limit`` characters so messages stay readable."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - ValueError for an int of over 4300 digits
+        return f"<{type(value).__name__} too long to show>"
     return text if len(text) <= limit else f"{text[: limit - 3]}..."

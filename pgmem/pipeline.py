@@ -62,6 +62,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 Vectors = npt.NDArray[np.float32]
 LEGS = ("semantic", "keyword", "entity")
+MAX_EF_SEARCH = 1000  # pgvector rejects a larger hnsw.ef_search
 
 
 def content_hash(text: str) -> str:
@@ -105,7 +106,7 @@ def signals_of_mode(mode: object) -> tuple[str, ...]:
     names = mode.split("+") if isinstance(mode, str) else []
     if not names or not set(names) <= set(LEGS) or len(set(names)) != len(names):
         raise InvalidInputError(
-            f"mode must be 'hybrid' or signals of {LEGS} joined by '+', got {mode!r}"
+            f"mode must be 'hybrid' or signals of {LEGS} joined by '+', got {validate.shown(mode)}"
         )
     return tuple(s for s in LEGS if s in names)
 
@@ -392,7 +393,9 @@ def decode_cursor(cursor: object) -> tuple[datetime, uuid.UUID]:
     Raises:
         InvalidInputError: ``cursor`` is not a cursor ``get_all`` returned.
     """
-    problem = InvalidInputError(f"cursor {cursor!r:.80} is not a cursor that get_all returned")
+    problem = InvalidInputError(
+        f"cursor {validate.shown(cursor)} is not a cursor that get_all returned"
+    )
     if not isinstance(cursor, str) or not cursor.isascii():
         raise problem
     try:
@@ -613,8 +616,10 @@ def search_steps(
         entities_available=entities_available,
     )
     if capabilities.iterative_scan:
-        # ef_search bounds what one HNSW scan returns: at least the over-fetch.
-        yield store.set_search_options(scoring.internal_limit(request.limit))
+        # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to
+        # pgvector's maximum, beyond which the iterative scan goes on fetching.
+        ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
+        yield store.set_search_options(ef_search)
     rows = yield from result_of(store.search(plan.params, request.condition))
     return plan, rows
 
@@ -919,9 +924,12 @@ class Operations:
         legs: Sequence[str] | None,
     ) -> SearchRequest:
         signals = signals_of_mode(mode)
-        checked_legs = tuple(legs) if legs is not None else signals
-        if not checked_legs or not set(checked_legs) <= set(LEGS):
-            raise InvalidInputError(f"legs must be among {LEGS}, got {checked_legs!r}")
+        checked_legs = (
+            signals if legs is None
+            else tuple(legs) if isinstance(legs, (list, tuple)) else ()
+        )
+        if not checked_legs or not all(isinstance(leg, str) and leg in LEGS for leg in checked_legs):
+            raise InvalidInputError(f"legs must be among {LEGS}, got {validate.shown(legs)}")
         condition, filter_params = compile_filters(filters)
         return SearchRequest(
             scope=validate.scope(self.tenant, user_id, agent_id, run_id),

@@ -85,7 +85,9 @@ def text(value: object, *, what: str = "text", max_length: int = MAX_TEXT_LENGTH
 def limit(value: object) -> int:
     """A result count from 1 to MAX_LIMIT."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
-        raise InvalidInputError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}")
+        raise InvalidInputError(
+            f"limit must be an integer from 1 to {MAX_LIMIT}, got {shown(value)}"
+        )
     return value
 
 
@@ -94,11 +96,21 @@ def threshold(value: object) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
+        or not 0 <= value <= 1  # before isfinite, which cannot convert a huge int to float
         or not math.isfinite(value)
-        or not 0 <= value <= 1
     ):
-        raise InvalidInputError(f"threshold must be a number from 0 to 1, got {value!r}")
+        raise InvalidInputError(f"threshold must be a number from 0 to 1, got {shown(value)}")
     return float(value)
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)`` for an error message, cut to about ``limit`` characters. Never raises:
+    an int too long for ``repr`` (over 4300 digits) is described instead."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - ValueError for huge ints; any broken __repr__
+        return f"<{type(value).__name__} too long to show>"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def metadata(value: object) -> dict[str, Any]:
@@ -158,7 +170,9 @@ def _check_json_strings(value: object) -> None:
 def max_text_length(value: object) -> int:
     """The ``max_text_length`` setting: a positive integer. Raises ConfigurationError."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"max_text_length must be a positive integer, got {value!r}")
+        raise ConfigurationError(
+            f"max_text_length must be a positive integer, got {shown(value)}"
+        )
     return value
 
 
@@ -171,7 +185,7 @@ def memory_id(value: object) -> uuid.UUID:
             return uuid.UUID(value)
         except ValueError:
             pass
-    raise InvalidInputError(f"{value!r} is not a memory id (a UUID)")
+    raise InvalidInputError(f"{shown(value)} is not a memory id (a UUID)")
 
 
 MAX_BATCH_SIZE = 10_000
@@ -267,6 +281,6 @@ def batch_size(value: object) -> int:
     """A batch size from 1 to MAX_BATCH_SIZE."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH_SIZE:
         raise InvalidInputError(
-            f"batch_size must be an integer from 1 to {MAX_BATCH_SIZE}, got {value!r}"
+            f"batch_size must be an integer from 1 to {MAX_BATCH_SIZE}, got {shown(value)}"
         )
     return value

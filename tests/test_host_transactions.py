@@ -214,6 +214,27 @@ def test_repeatable_read_refuses_dedupe_and_keeps_the_host_transaction(
     assert counts(db_dsn)["memories"] == 1
 
 
+def test_repeatable_read_never_orphans_a_concurrently_linked_entity(
+    db_dsn: str, new_memory: Callable[[Any], pgmem.Memory],
+) -> None:
+    """The orphan-entity check of a delete in REPEATABLE READ cannot see a link committed after
+    its snapshot -- but deleting that entity then conflicts with the committed writer, so the
+    delete fails with a serialization error instead of dropping the other memory's link."""
+    with new_memory(db_dsn) as other:
+        first = other.add("Jon went to Paris", user_id="u1")
+        with psycopg.connect(db_dsn) as conn:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            mem = new_memory(conn)
+            mem.get(first.id)  # the snapshot is taken
+            second = other.add("Gina went to Paris", user_id="u1")  # links paris, commits
+            with pytest.raises(pgmem.DatabaseError, match="serializ"):
+                mem.delete(first.id)
+            conn.rollback()
+        hits = other.search("Paris", user_id="u1", threshold=0.0)
+        assert {h.id for h in hits} == {first.id, second.id}
+        assert all("paris" in {e.name for e in h.explain.entity_hits} for h in hits)
+
+
 def test_serializable_and_read_committed_hosts_keep_dedupe(
     db_dsn: str, engine: sa.Engine, new_memory: Callable[[Any], pgmem.Memory],
 ) -> None:
@@ -227,6 +248,20 @@ def test_serializable_and_read_committed_hosts_keep_dedupe(
             assert mem.add("Jon likes jazz", user_id=level).id == first.id
             conn.commit()
     assert counts(db_dsn)["memories"] == 2
+
+    # Two SERIALIZABLE transactions whose snapshots predate each other's add of one text: the
+    # second add cannot see the first, and PostgreSQL aborts it rather than store it twice.
+    with engine.connect().execution_options(isolation_level="SERIALIZABLE") as a, \
+            engine.connect().execution_options(isolation_level="SERIALIZABLE") as b:
+        mem_a, mem_b = new_memory(a), new_memory(b)
+        mem_a.get_all(user_id="u1")
+        mem_b.get_all(user_id="u1")  # both snapshots taken
+        mem_a.add("Gina sings", user_id="u1")
+        a.commit()
+        with pytest.raises((pgmem.DatabaseError, sa.exc.OperationalError), match="serializ"):
+            mem_b.add("Gina sings", user_id="u1")
+            b.commit()
+    assert counts(db_dsn)["memories"] == 3
 
 
 def test_a_failed_host_transaction_is_refused_clearly(

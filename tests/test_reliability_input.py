@@ -115,6 +115,38 @@ BAD_CALLS: dict[str, tuple[Callable[[pgmem.Memory, uuid.UUID], Any], type[pgmem.
     "get_all limit float": (
         lambda m, i: m.get_all(user_id="alice", limit=2.5), pgmem.InvalidInputError  # type: ignore[arg-type]
     ),
+    "limit absurd": (
+        lambda m, i: m.search("John", user_id="alice", limit=10**5000), pgmem.InvalidInputError
+    ),
+    "threshold absurd": (
+        lambda m, i: m.search("John", user_id="alice", threshold=-(10**5000)),
+        pgmem.InvalidInputError,
+    ),
+    "get_all limit absurd": (
+        lambda m, i: m.get_all(user_id="alice", limit=10**5000), pgmem.InvalidInputError
+    ),
+    "get_all cursor absurd": (
+        lambda m, i: m.get_all(user_id="alice", cursor=10**5000), pgmem.InvalidInputError  # type: ignore[arg-type]
+    ),
+    "add_many batch_size absurd": (
+        lambda m, i: m.add_many(["x"], user_id="u", batch_size=10**5000), pgmem.InvalidInputError
+    ),
+    "mode unknown": (
+        lambda m, i: m.search("John", user_id="alice", mode="bm25"), pgmem.InvalidInputError
+    ),
+    "mode absurd": (
+        lambda m, i: m.search("John", user_id="alice", mode=10**5000), pgmem.InvalidInputError  # type: ignore[arg-type]
+    ),
+    "legs not a list": (
+        lambda m, i: m.search("John", user_id="alice", legs=5), pgmem.InvalidInputError  # type: ignore[arg-type]
+    ),
+    "legs unhashable": (
+        lambda m, i: m.search("John", user_id="alice", legs=[["semantic"]]),  # type: ignore[list-item]
+        pgmem.InvalidInputError,
+    ),
+    "legs unknown": (
+        lambda m, i: m.search("John", user_id="alice", legs=["vector"]), pgmem.InvalidInputError
+    ),
     "get_all bad cursor": (
         lambda m, i: m.get_all(user_id="alice", cursor="'; DROP TABLE x; --"),
         pgmem.InvalidInputError,
@@ -261,7 +293,7 @@ def test_unusable_embeddings_raise_embedding_error_and_write_nothing(
 
 MALFORMED_IDS = [
     "", "   ", "not-a-uuid", "1234", "' OR '1'='1", f"{uuid.uuid4()}\x00", f"{uuid.uuid4()}x",
-    42, 4.2, None, b"0123456789abcdef", ["a"], object(),
+    42, 4.2, None, b"0123456789abcdef", ["a"], object(), 10**5000,
 ]
 ID_CALLS: dict[str, Callable[[pgmem.Memory, Any], Any]] = {
     "get": lambda m, i: m.get(i),
@@ -323,6 +355,8 @@ BAD_FILTERS: list[Any] = [
     {"ci\x00ty": "Paris"},
     {"ci\udfffty": "Paris"},
     {1: "Paris"},
+    {10**5000: "Paris"},
+    {"city": {10**5000: "Paris"}},
     {None: "Paris"},
     {"": "Paris"},
     {"a..b": 1},
@@ -465,6 +499,6 @@ def test_the_database_is_intact(seeded: tuple[str, pgmem.Memory, list[uuid.UUID]
     """Runs after the bad calls of this module: the seeds are all still there."""
     dsn, mem, ids = seeded
     assert counts(dsn)["memories"] == len(SEEDS)
-    assert [m.id for m in mem.get_all(user_id="alice").items] == ids
+    assert {m.id for m in mem.get_all(user_id="alice").items} == set(ids)
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pgmem.history WHERE event <> 'ADD'").fetchone() == (0,)
