@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reliability_support import HashEmbedder, assert_in_scope, orphans, scratch_database
 
 import pgmem
 from pgmem.filters import OPERATORS
-from reliability_support import HashEmbedder, assert_in_scope, orphans, scratch_database
 
 USERS = ["u0", "u1", "u2"]
 AGENTS = ["a0", "a1"]
@@ -62,10 +62,10 @@ def seed_items() -> list[dict[str, Any]]:
 def world(
     server_dsn: str, template_database: str, analyzer: pgmem.TextAnalyzer
 ) -> Iterator[tuple[str, pgmem.Memory]]:
-    with scratch_database(server_dsn, template_database) as dsn:
-        with pgmem.Memory(dsn, embedder=HashEmbedder(), nlp=analyzer) as mem:
-            mem.add_many(seed_items())
-            yield dsn, mem
+    with scratch_database(server_dsn, template_database) as dsn, \
+            pgmem.Memory(dsn, embedder=HashEmbedder(), nlp=analyzer) as mem:
+        mem.add_many(seed_items())
+        yield dsn, mem
 
 
 # -- strategies ----------------------------------------------------------------------------
@@ -196,7 +196,7 @@ def test_search_results_match_the_filter_as_get_all_does(
 def test_random_texts_are_stored_verbatim_or_refused_cleanly(
     world: tuple[str, pgmem.Memory], text: str, metadata: Any, scope: tuple[str | None, ...]
 ) -> None:
-    dsn, mem = world
+    _, mem = world
     user, agent, run = scope
     try:
         added = mem.add(text, user_id=user, agent_id=agent, run_id=run, metadata=metadata)

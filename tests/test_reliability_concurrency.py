@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
+from reliability_support import HashEmbedder, assert_in_scope, duplicate_entities, orphans, rows
 
 import pgmem
-from reliability_support import HashEmbedder, assert_in_scope, duplicate_entities, orphans, rows
 
 PEOPLE = ["Helga Norberg", "Tomasz Wilk", "Amara Okafor", "Ilse Brandt"]
 PLACES = ["Tbilisi", "Ostrava", "Valparaiso", "Trondheim"]

@@ -8,14 +8,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-import pgmem
-from pgmem.errors import ConnectionLostError, QueryTimeoutError
 from reliability_support import (
     FailsOnEntities,
     HashEmbedder,
@@ -24,6 +21,12 @@ from reliability_support import (
     orphans,
     rows,
 )
+
+import pgmem
+from pgmem.errors import ConnectionLostError, QueryTimeoutError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 CLEAN = {"links": 0, "memories_without_add": 0, "unlinked_entities": 0}
 
@@ -53,9 +56,9 @@ def test_an_embedder_failing_on_the_entities_writes_nothing(
         with pytest.raises(pgmem.EmbeddingError, match="entity embedding failed"):
             mem.update(kept.id, text="Maria moved to Porto.")
         assert mem.add("no names in this one", user_id="u")  # the text alone embeds fine
-    with pgmem.Memory(db_dsn, embedder=FailsOnEntities(3), nlp=analyzer) as mem:
-        with pytest.raises(pgmem.EmbeddingError, match="entity embedding failed"):
-            mem.add_many(["John met Maria.", "a plain note", "Paris in June."], user_id="u")
+    with pgmem.Memory(db_dsn, embedder=FailsOnEntities(3), nlp=analyzer) as mem, \
+            pytest.raises(pgmem.EmbeddingError, match="entity embedding failed"):
+        mem.add_many(["John met Maria.", "a plain note", "Paris in June."], user_id="u")
     after = counts(db_dsn)
     assert after == {**before, "memories": before["memories"] + 1,
                      "history": before["history"] + 1}
@@ -239,7 +242,7 @@ class TableLock:
     def __init__(self, dsn: str) -> None:
         self.conn = psycopg.connect(dsn)
 
-    def __enter__(self) -> TableLock:
+    def __enter__(self) -> Self:
         self.conn.execute("LOCK TABLE pgmem.memories IN ACCESS EXCLUSIVE MODE")
         return self
 
@@ -269,7 +272,7 @@ def test_a_database_statement_timeout_raises_query_timeout(
     with pgmem.Memory(db_dsn, embedder=HashEmbedder(), nlp=analyzer) as mem:
         mem.get(kept.id)  # connected, with the setting
         with TableLock(db_dsn):
-            for name, call in TIMED_CALLS.items():
+            for call in TIMED_CALLS.values():
                 with pytest.raises(QueryTimeoutError, match="statement timeout"):
                     call(mem, kept.id)
         assert counts(db_dsn) == before

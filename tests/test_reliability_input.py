@@ -13,9 +13,6 @@ from typing import Any
 
 import psycopg
 import pytest
-
-import pgmem
-from pgmem.errors import ConfigurationError, DimensionMismatchError
 from reliability_support import (
     BrokenEmbedder,
     HashEmbedder,
@@ -24,6 +21,9 @@ from reliability_support import (
     rows,
     scratch_database,
 )
+
+import pgmem
+from pgmem.errors import ConfigurationError, DimensionMismatchError
 
 INJECTION = "a'); DROP TABLE pgmem.memories; --"
 INJECTION_KEY = "a'); DROP TABLE memories CASCADE; --"  # no dot: a dotted key is a path
@@ -39,10 +39,10 @@ def seeded(
     server_dsn: str, template_database: str, analyzer: pgmem.TextAnalyzer
 ) -> Iterator[tuple[str, pgmem.Memory, list[uuid.UUID]]]:
     """A database holding SEEDS for user 'alice', a Memory on it, and the seeds' ids."""
-    with scratch_database(server_dsn, template_database) as dsn:
-        with pgmem.Memory(dsn, embedder=HashEmbedder(), nlp=analyzer) as mem:
-            ids = [r.id for r in mem.add_many(SEEDS, user_id="alice", agent_id="bot")]
-            yield dsn, mem, ids
+    with scratch_database(server_dsn, template_database) as dsn, \
+            pgmem.Memory(dsn, embedder=HashEmbedder(), nlp=analyzer) as mem:
+        ids = [r.id for r in mem.add_many(SEEDS, user_id="alice", agent_id="bot")]
+        yield dsn, mem, ids
 
 
 def expect_nothing_written(
@@ -311,10 +311,12 @@ def test_malformed_ids_are_invalid_input_and_unknown_ids_not_found(
     dsn, mem, _ = seeded
     call = ID_CALLS[operation]
     for bad in MALFORMED_IDS:
-        info = expect_nothing_written(dsn, lambda: call(mem, bad), pgmem.InvalidInputError)
+        info = expect_nothing_written(
+            dsn, lambda bad=bad: call(mem, bad), pgmem.InvalidInputError
+        )
         assert type(info.value) is pgmem.InvalidInputError
     for unknown in (uuid.uuid4(), str(uuid.uuid4()), str(uuid.uuid4()).upper()):
-        expect_nothing_written(dsn, lambda: call(mem, unknown), pgmem.NotFoundError)
+        expect_nothing_written(dsn, lambda u=unknown: call(mem, u), pgmem.NotFoundError)
 
 
 # -- filters -------------------------------------------------------------------------------

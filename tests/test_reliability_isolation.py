@@ -14,8 +14,6 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
-
-import pgmem
 from reliability_support import (
     CachedEmbedder,
     assert_in_scope,
@@ -23,6 +21,8 @@ from reliability_support import (
     rows,
     scratch_database,
 )
+
+import pgmem
 
 USERS = [f"user{i}" for i in range(8)]
 SHARED = [
@@ -56,18 +56,18 @@ def shared_names(
 ) -> Iterator[tuple[str, pgmem.Memory]]:
     """Eight users whose memories mention the same people and places, each with an agent and
     two runs, plus a few entities only one user mentions."""
-    with scratch_database(server_dsn, template_database) as dsn:
-        with pgmem.Memory(dsn, embedder=CachedEmbedder(embedder), nlp=analyzer) as mem:
-            items = []
-            for i, user in enumerate(USERS):
-                for k, text in enumerate(SHARED[: john_count(i)]):
-                    items.append({"text": text, "user_id": user, "agent_id": f"agent{k % 2}",
-                                  "run_id": f"{user}-run{k % 2}"})
-                for text in PRIVATE.get(user, []):
-                    items.append({"text": text, "user_id": user, "agent_id": "agent0"})
-                # the same user id in another tenant must never matter: see test_tenants
-            mem.add_many(items)
-            yield dsn, mem
+    with scratch_database(server_dsn, template_database) as dsn, \
+            pgmem.Memory(dsn, embedder=CachedEmbedder(embedder), nlp=analyzer) as mem:
+        items = []
+        for i, user in enumerate(USERS):
+            for k, text in enumerate(SHARED[: john_count(i)]):
+                items.append({"text": text, "user_id": user, "agent_id": f"agent{k % 2}",
+                              "run_id": f"{user}-run{k % 2}"})
+            for text in PRIVATE.get(user, []):
+                items.append({"text": text, "user_id": user, "agent_id": "agent0"})
+            # the same user id in another tenant must never matter: see test_tenants
+        mem.add_many(items)
+        yield dsn, mem
 
 
 def linked_count(dsn: str, entity: str, user_id: str) -> int:
@@ -106,7 +106,7 @@ MODES = ["hybrid", "semantic", "keyword", "entity", "keyword+entity"]
 def test_no_leg_returns_another_users_memory(
     shared_names: tuple[str, pgmem.Memory], mode: str
 ) -> None:
-    dsn, mem = shared_names
+    _, mem = shared_names
     used_legs: set[str] = set()
     for user in ("user0", "user1", "user3", "user6"):
         own = {m.id for m in mem.get_all(user_id=user, limit=1000).items}
