@@ -4,6 +4,7 @@ from pgmem.aio import AsyncMemory
 from pgmem.embedding import Embedder, SentenceTransformerEmbedder
 from pgmem.errors import (
     ConfigurationError,
+    ConnectionLostError,
     DatabaseError,
     DimensionMismatchError,
     EmbeddingError,
@@ -13,6 +14,7 @@ from pgmem.errors import (
     NotFoundError,
     PgmemError,
     PgvectorError,
+    QueryTimeoutError,
     SchemaError,
     ScopeError,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "AddResult",
     "AsyncMemory",
     "ConfigurationError",
+    "ConnectionLostError",
     "CrossEncoderReranker",
     "DatabaseError",
     "DimensionMismatchError",
@@ -51,6 +54,7 @@ __all__ = [
     "Page",
     "PgmemError",
     "PgvectorError",
+    "QueryTimeoutError",
     "Reranker",
     "SchemaError",
     "ScopeError",

@@ -132,7 +132,7 @@ def counts(dsn: str) -> dict[str, int]:
 
 def rows(dsn: str, query: str, *params: object) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn) as conn:
-        return conn.execute(query, params).fetchall()  # type: ignore[arg-type]
+        return conn.execute(query.encode(), params).fetchall()
 
 
 def duplicate_entities(dsn: str) -> list[tuple[Any, ...]]:

@@ -151,7 +151,7 @@ def test_random_filters_raise_only_filter_errors_and_stay_in_scope(
 ) -> None:
     _, mem = world
     user, agent, run = scope
-    outcomes = []
+    outcomes: list[object] = []
     for call in (
         lambda: mem.search("John in Paris", user_id=user, agent_id=agent, run_id=run,
                            filters=filters, limit=50, threshold=0.0),

@@ -7,6 +7,7 @@ the verbatim round trips use the real models."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -56,6 +57,10 @@ def expect_nothing_written(
 
 
 # -- texts, queries, scopes, limits, thresholds ------------------------------------------------
+
+def _searching_with_threshold(value: object) -> Callable[[pgmem.Memory, uuid.UUID], Any]:
+    return lambda m, i: m.search("John", user_id="alice", threshold=value)  # type: ignore[arg-type]
+
 
 BAD_CALLS: dict[str, tuple[Callable[[pgmem.Memory, uuid.UUID], Any], type[pgmem.PgmemError]]] = {
     # empty and whitespace-only texts and queries
@@ -153,10 +158,7 @@ BAD_CALLS: dict[str, tuple[Callable[[pgmem.Memory, uuid.UUID], Any], type[pgmem.
     ),
     # thresholds
     **{
-        f"threshold {value!r}": (
-            lambda m, i, value=value: m.search("John", user_id="alice", threshold=value),
-            pgmem.InvalidInputError,
-        )
+        f"threshold {value!r}": (_searching_with_threshold(value), pgmem.InvalidInputError)
         for value in (-0.01, 1.01, float("nan"), float("inf"), float("-inf"), True, "0.5", None)
     },
     # NUL characters, which PostgreSQL cannot store, and lone surrogates, which are no Unicode
@@ -311,12 +313,11 @@ def test_malformed_ids_are_invalid_input_and_unknown_ids_not_found(
     dsn, mem, _ = seeded
     call = ID_CALLS[operation]
     for bad in MALFORMED_IDS:
-        info = expect_nothing_written(
-            dsn, lambda bad=bad: call(mem, bad), pgmem.InvalidInputError
-        )
+        info = expect_nothing_written(dsn, functools.partial(call, mem, bad),
+                                      pgmem.InvalidInputError)
         assert type(info.value) is pgmem.InvalidInputError
     for unknown in (uuid.uuid4(), str(uuid.uuid4()), str(uuid.uuid4()).upper()):
-        expect_nothing_written(dsn, lambda u=unknown: call(mem, u), pgmem.NotFoundError)
+        expect_nothing_written(dsn, functools.partial(call, mem, unknown), pgmem.NotFoundError)
 
 
 # -- filters -------------------------------------------------------------------------------
@@ -396,7 +397,7 @@ def test_injection_looking_filters_are_plain_values(
 ) -> None:
     dsn, mem, ids = seeded
     before = counts(dsn)
-    looks_bad = [
+    looks_bad: list[dict[str, Any]] = [
         {INJECTION_KEY: INJECTION},
         {"city": INJECTION},
         {INJECTION_KEY: {"exists": True}},
