@@ -8,14 +8,14 @@ from ``PGMEM_EMBEDDING_MODEL`` (a local path or a model name), else from the PyP
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from pgmem.errors import ConfigurationError, DimensionMismatchError, EmbeddingError, PgmemError
+from pgmem.errors import DimensionMismatchError, EmbeddingError, PgmemError
+from pgmem.lazy import Lazy, sentence_transformers
 
 HUB_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -48,24 +48,16 @@ class SentenceTransformerEmbedder:
         self.model_name = model or default_model()
         self.device = device
         self.batch_size = batch_size
-        self._model: Any = None
-        self._lock = threading.Lock()
+        self._model: Lazy[Any] = Lazy(
+            lambda: sentence_transformers().SentenceTransformer(  # type: ignore[attr-defined]
+                self.model_name, device=self.device
+            )
+        )
 
     @property
     def model(self) -> Any:
         """The loaded SentenceTransformer."""
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    try:
-                        from sentence_transformers import SentenceTransformer
-                    except ImportError as exc:
-                        raise ConfigurationError(
-                            "sentence-transformers is not installed: pip install "
-                            "'pgmem[embeddings]' (install a CPU torch first)"
-                        ) from exc
-                    self._model = SentenceTransformer(self.model_name, device=self.device)
-        return self._model
+        return self._model.get()
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Unit-length float32 embeddings of ``texts``."""

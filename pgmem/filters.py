@@ -109,6 +109,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgmem.errors import FilterError
+from pgmem.validate import is_utf8
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -284,7 +285,7 @@ def _parse_key(key: object, where: str) -> tuple[str, tuple[str, ...]]:
         )
     if "\x00" in key:
         raise FilterError(f"{where}: key {_short(key)} contains a NUL byte")
-    if not _utf8(key):
+    if not is_utf8(key):
         raise FilterError(f"{where}: key {_short(key)} contains a lone surrogate")
     segments = tuple(key.split("."))
     if "" in segments:
@@ -443,16 +444,8 @@ def _check_no_nul(target: _Target, op: str, value: object) -> None:
     # PostgreSQL's text and jsonb cannot hold NUL; fail here rather than in the database.
     if isinstance(value, str) and "\x00" in value:
         raise target.fail(op, "expects a str without NUL bytes, got a str containing one")
-    if isinstance(value, str) and not _utf8(value):
+    if isinstance(value, str) and not is_utf8(value):
         raise target.fail(op, "expects valid Unicode, got a str with a lone surrogate")
-
-
-def _utf8(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _is_scalar(value: object) -> bool:

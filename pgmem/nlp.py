@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pgmem.errors import ConfigurationError
+from pgmem.lazy import Lazy
 
 logger = logging.getLogger(__name__)
 
@@ -103,17 +103,12 @@ class TextAnalyzer:
 
     def __init__(self, model: str | None = None, *, nlp: Any = None) -> None:
         self._model = model or os.environ.get("PGMEM_SPACY_MODEL") or None
-        self._nlp = nlp
-        self._lock = threading.Lock()
+        self._nlp: Lazy[Any] = Lazy(self._load, nlp)
 
     @property
     def nlp(self) -> Any:
         """The spaCy pipeline (loading it if needed)."""
-        if self._nlp is None:
-            with self._lock:
-                if self._nlp is None:
-                    self._nlp = self._load()
-        return self._nlp
+        return self._nlp.get()
 
     @property
     def entities_available(self) -> bool:

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from pgmem.errors import ConfigurationError
+from pgmem.lazy import Lazy, sentence_transformers
 from pgmem.results import SearchHit
 
 DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
@@ -33,23 +32,16 @@ class CrossEncoderReranker:
     def __init__(self, model: str = DEFAULT_CROSS_ENCODER, *, device: str = "cpu") -> None:
         self.model_name = model
         self.device = device
-        self._model: Any = None
-        self._lock = threading.Lock()
+        self._model: Lazy[Any] = Lazy(
+            lambda: sentence_transformers().CrossEncoder(  # type: ignore[attr-defined]
+                self.model_name, device=self.device
+            )
+        )
 
     @property
     def model(self) -> Any:
         """The loaded CrossEncoder."""
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    try:
-                        from sentence_transformers import CrossEncoder
-                    except ImportError as exc:
-                        raise ConfigurationError(
-                            "sentence-transformers is not installed: pip install 'pgmem[embeddings]'"
-                        ) from exc
-                    self._model = CrossEncoder(self.model_name, device=self.device)
-        return self._model
+        return self._model.get()
 
     def rerank(self, query: str, hits: Sequence[SearchHit], limit: int) -> list[SearchHit]:
         """``hits`` sorted by the cross-encoder's score of (query, text), best ``limit``."""

@@ -60,7 +60,7 @@ def _identifier(name: str, value: object) -> str | None:
         raise InvalidInputError(f"{name} is longer than {MAX_SCOPE_LENGTH} characters")
     if "\x00" in value:
         raise InvalidInputError(f"{name} contains a NUL character")
-    if not _utf8(value):
+    if not is_utf8(value):
         raise InvalidInputError(f"{name} contains a lone surrogate, which is not valid Unicode")
     return value
 
@@ -73,7 +73,7 @@ def text(value: object, *, what: str = "text", max_length: int = MAX_TEXT_LENGTH
         raise InvalidInputError(f"{what} is empty")
     if "\x00" in value:
         raise InvalidInputError(f"{what} contains a NUL character, which PostgreSQL cannot store")
-    if not _utf8(value):
+    if not is_utf8(value):
         raise InvalidInputError(f"{what} contains a lone surrogate, which is not valid Unicode")
     if len(value) > max_length:
         raise InvalidInputError(
@@ -129,7 +129,7 @@ def metadata(value: object) -> dict[str, Any]:
     return dict(value)
 
 
-def _utf8(value: str) -> bool:
+def is_utf8(value: str) -> bool:
     """Whether ``value`` encodes as UTF-8 (lone surrogates, e.g. from bad decoding, do not)."""
     try:
         value.encode("utf-8")
@@ -161,7 +161,7 @@ def _check_json_strings(value: object) -> None:
                 raise InvalidInputError(
                     "metadata contains a NUL character, which PostgreSQL cannot store"
                 )
-            if not _utf8(string):
+            if not is_utf8(string):
                 raise InvalidInputError(
                     "metadata contains a lone surrogate, which is not valid Unicode"
                 )
