@@ -79,7 +79,7 @@ CONFIGS = (
     *(
         SearchConfig(f"hybrid-ts-x{scale:g}", f"hybrid ts_rank_cd x{scale:g}",
                      keyword_score="ts_rank_cd", rank_cd_scale=scale)
-        for scale in (10.0, 25.0, 100.0)
+        for scale in (10.0, 50.0, 100.0)
     ),
 )
 CONFIGS_BY_KEY = {c.key: c for c in CONFIGS}
