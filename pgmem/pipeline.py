@@ -40,7 +40,7 @@ from pgmem.errors import (
 )
 from pgmem.filters import compile_filters
 from pgmem.migrate import check_schema_name
-from pgmem.nlp import Analysis, Entity, TextAnalyzer, or_tsquery, quote_lexeme
+from pgmem.nlp import Analysis, Entity, TextAnalyzer, or_tsquery
 from pgmem.rerank import Reranker
 from pgmem.results import (
     AddResult,
@@ -156,7 +156,6 @@ def search_plan(
             "exact_scan": exact_scan,
             "tsquery": or_tsquery(terms),
             "lexemes": list(terms),
-            "lexeme_queries": [quote_lexeme(t) for t in terms],
             "keyword_score": keyword_score,
             "bm25_k1": scoring.BM25_K1,
             "bm25_b": scoring.BM25_B,

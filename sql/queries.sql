@@ -40,29 +40,38 @@ scope_stats AS (
       FROM {schema}.memories m
      WHERE %(tsquery)s::tsquery IS NOT NULL AND {scope}
 ),
+keyword_docs AS MATERIALIZED (
+    SELECT m.id, m.lexemes, m.lexeme_count
+      FROM {schema}.memories m
+     WHERE %(tsquery)s::tsquery IS NOT NULL AND m.lexemes @@ %(tsquery)s::tsquery AND {scope}
+),
+-- Each query lexeme's frequency in each matching document. A document holding a query lexeme
+-- matches the OR query, so document frequencies within the scope are counted right here.
+keyword_tf AS MATERIALIZED (
+    SELECT k.id, k.lexeme_count, u.lexeme, cardinality(u.positions)::float8 AS n
+      FROM keyword_docs k
+     CROSS JOIN LATERAL unnest(k.lexemes) AS u(lexeme, positions, weights)
+     WHERE u.lexeme = ANY (%(lexemes)s::text[])
+),
 terms AS MATERIALIZED (
-    SELECT t.lexeme,
-           ln(1 + (st.n_docs - t.df + 0.5) / (t.df + 0.5)) AS idf
-      FROM (SELECT q.lexeme,
-                   (SELECT count(*)
-                      FROM {schema}.memories m
-                     WHERE m.lexemes @@ q.lexeme_query AND {scope}) AS df
-              FROM unnest(%(lexemes)s::text[], %(lexeme_queries)s::tsquery[])
-                   AS q(lexeme, lexeme_query)) t
+    SELECT f.lexeme, ln(1 + (st.n_docs - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+      FROM keyword_tf f
      CROSS JOIN scope_stats st
+     GROUP BY f.lexeme, st.n_docs
 ),
 keyword_scored AS MATERIALIZED (
-    SELECT m.id,
-           ts_rank_cd(m.lexemes, %(tsquery)s::tsquery) AS rank_cd,
-           (SELECT sum(t.idf * tf.n * (%(bm25_k1)s + 1)
-                       / (tf.n + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * m.lexeme_count
-                                                 / greatest(st.avg_len, 1))))
-              FROM unnest(m.lexemes) AS u(lexeme, positions, weights)
-              JOIN terms t ON t.lexeme = u.lexeme
-             CROSS JOIN LATERAL (SELECT cardinality(u.positions)::float8 AS n) tf
-             CROSS JOIN scope_stats st) AS bm25
-      FROM {schema}.memories m
-     WHERE m.lexemes @@ %(tsquery)s::tsquery AND {scope}
+    SELECT k.id,
+           ts_rank_cd(k.lexemes, %(tsquery)s::tsquery) AS rank_cd,
+           b.bm25
+      FROM keyword_docs k
+      JOIN (SELECT f.id,
+                   sum(t.idf * f.n * (%(bm25_k1)s + 1)
+                       / (f.n + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * f.lexeme_count
+                                                 / greatest(st.avg_len, 1)))) AS bm25
+              FROM keyword_tf f
+              JOIN terms t ON t.lexeme = f.lexeme
+             CROSS JOIN scope_stats st
+             GROUP BY f.id) b ON b.id = k.id
 ),
 keyword AS (
     SELECT k.id
@@ -70,50 +79,35 @@ keyword AS (
      ORDER BY CASE WHEN %(keyword_score)s = 'bm25' THEN k.bm25 ELSE k.rank_cd END DESC
      LIMIT %(keyword_limit)s
 ),
--- Entity leg: for each query entity, the nearest known entities that memories of the scope
--- link to (similarity >= the minimum; iterative scans keep the scope filter from starving the
--- index scan), and their links to memories of the scope.
+-- Entity leg, driven from the scope: the scope's links (read once), each query entity compared
+-- exactly with the entities they reach (its nearest ones with similarity >= the minimum), and
+-- the links of those. Its cost follows the scope, not the tenant's entity table, and needs no
+-- iterative scan, so every pgvector version takes this path.
+scope_links AS MATERIALIZED (
+    SELECT me.memory_id, me.entity_id
+      FROM {schema}.memories m
+      JOIN {schema}.memory_entities me ON me.tenant = m.tenant AND me.memory_id = m.id
+     WHERE cardinality(%(entity_embeddings)s::vector[]) > 0 AND {scope}
+),
 entity_match AS (
     SELECT q.n AS query_entity, e.id AS entity_id, e.name,
            1 - (e.embedding <=> q.embedding) AS similarity
       FROM unnest(%(entity_embeddings)s::vector[]) WITH ORDINALITY AS q(embedding, n)
      CROSS JOIN LATERAL (
-            -- As in the semantic leg: the HNSW index, or an exact scan on old pgvector.
-            (SELECT e.id, e.name, e.embedding
-               FROM {schema}.entities e
-              WHERE NOT %(exact_scan)s::boolean AND e.tenant = %(tenant)s
-                AND EXISTS (SELECT 1
-                              FROM {schema}.memory_entities me
-                              JOIN {schema}.memories m
-                                ON m.tenant = me.tenant AND m.id = me.memory_id
-                             WHERE me.tenant = e.tenant AND me.entity_id = e.id AND {scope})
-              ORDER BY e.embedding <=> q.embedding
-              LIMIT %(entity_neighbours)s)
-            UNION ALL
-            (SELECT x.id, x.name, x.embedding
-               FROM (SELECT e.id, e.name, e.embedding
-                       FROM {schema}.entities e
-                      WHERE %(exact_scan)s::boolean AND e.tenant = %(tenant)s
-                        AND EXISTS (SELECT 1
-                                      FROM {schema}.memory_entities me
-                                      JOIN {schema}.memories m
-                                        ON m.tenant = me.tenant AND m.id = me.memory_id
-                                     WHERE me.tenant = e.tenant AND me.entity_id = e.id
-                                       AND {scope})
-                     OFFSET 0) x
-              ORDER BY x.embedding <=> q.embedding
-              LIMIT %(entity_neighbours)s)
-          ) e
+            SELECT x.id, x.name, x.embedding
+              FROM (SELECT e.id, e.name, e.embedding
+                      FROM {schema}.entities e
+                     WHERE e.tenant = %(tenant)s
+                       AND e.id IN (SELECT l.entity_id FROM scope_links l)
+                    OFFSET 0) x  -- exact distances over the scope's entities
+             ORDER BY x.embedding <=> q.embedding
+             LIMIT %(entity_neighbours)s) e
      WHERE 1 - (e.embedding <=> q.embedding) >= %(entity_min_similarity)s
 ),
 entity_links AS MATERIALIZED (
-    SELECT me.memory_id AS id, em.query_entity, em.entity_id, em.name, em.similarity
+    SELECT l.memory_id AS id, em.query_entity, em.entity_id, em.name, em.similarity
       FROM entity_match em
-      JOIN {schema}.memory_entities me
-        ON me.tenant = %(tenant)s AND me.entity_id = em.entity_id
-      JOIN {schema}.memories m
-        ON m.tenant = me.tenant AND m.id = me.memory_id
-     WHERE {scope}
+      JOIN scope_links l ON l.entity_id = em.entity_id
 ),
 -- The spread of a link: the memories of the scope the query entity reaches through matches at
 -- least as similar as this one. Near-duplicate names ("Melanie", "Hi Melanie", "Mel") then
