@@ -15,16 +15,16 @@ corpus is the first 10,000 rows of the 100,000-row one.
 **Cache.** Embeddings (the default embedder, torch on one thread) and spaCy analyses (lemmas and
 entities) of every stored text, and embeddings of the entities' surface forms, are kept under
 ``benchmarks/.cache/corpus/<key>/`` (git-ignored) in chunks of 10,000 rows; the key hashes the
-data file, the models and the row scheme. ``prepare`` fills it (about 100 texts/s per process on
-this machine when busy; ``--part`` lets two processes share the work).
+data file, the models and the row scheme. ``prepare`` fills it (30-40 texts/s per process on
+this machine while busy, so about an hour; ``--part`` lets two processes share the work).
 
 **Loading** (:func:`load`) writes what ``Memory.add_many(..., dedupe=False)`` writes -- memories,
 entities (one per normalised name, with the label and surface-form embedding of its first
 occurrence), links and ADD events -- with COPY, the memories' secondary indexes dropped first and
 rebuilt afterwards from their own definitions (read from ``pg_indexes``, so they follow the
 migrations). ``check`` loads the same rows both ways and compares them row by row (with
-:func:`benchmarks.ingest.stored_rows`); 100,000 rows load in about a minute this way, against
-several minutes through ``add_many`` with cached models (the HNSW index maintained per row).
+:func:`benchmarks.ingest.stored_rows`); 100,000 rows load in about 20 s this way, against
+2.5 minutes or more through ``add_many`` with cached models (the HNSW index maintained per row).
 
 Synthetic rows (``synthetic_rows``, for the 1M point of the scale curve) repeat the real corpus
 under new users, with Gaussian noise on the cached vectors.

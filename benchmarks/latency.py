@@ -56,12 +56,12 @@ from benchmarks.instruments import (
     TimingCursor,
 )
 from pgmem.filters import compile_filters
+from pgmem.nlp import quote_lexeme
 from pgmem.queries import raw_queries
 
 LIMIT = 20
 THRESHOLD = 0.1
 BARE_KS = (LIMIT, 4 * LIMIT)
-PROPOSED = Path(__file__).with_name("proposed_search.sql")
 BARE = (
     "SELECT m.id FROM pgmem.memories m"
     " WHERE m.tenant = %(tenant)s AND m.user_id = %(user_id)s"
@@ -154,8 +154,8 @@ def leg_statement(search: str, select: str) -> str:
     return search[: final + 1] + select
 
 
-def proposed_statement(conn: psycopg.Connection, path: Path) -> str:  # type: ignore[type-arg]
-    """A private copy of the search statement (a ``-- name: search`` block's text, with
+def other_statement(conn: psycopg.Connection, path: Path) -> str:  # type: ignore[type-arg]
+    """Another search statement, from a file holding a ``-- name: search`` block's text (with
     ``{schema}``, ``{scope}`` and ``{filters}``), composed as pgmem composes its own, for
     searches without metadata filters."""
     condition, _ = compile_filters(None)
@@ -163,6 +163,13 @@ def proposed_statement(conn: psycopg.Connection, path: Path) -> str:  # type: ig
     text = sql.SQL(path.read_text(encoding="utf-8")).format(  # type: ignore[arg-type]
         schema=sql.Identifier(corpus.SCHEMA), scope=scope, filters=condition)
     return text.as_string(conn)
+
+
+def other_params(statement: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The search's parameters, plus those an older statement takes that pgmem no longer sends."""
+    if "%(lexeme_queries)s" in statement and "lexeme_queries" not in params:
+        return {**params, "lexeme_queries": [quote_lexeme(t) for t in params["lexemes"]]}
+    return params
 
 
 def comparable(rows: Sequence[Any]) -> dict[Any, tuple[Any, ...]]:
@@ -192,17 +199,18 @@ class SizeResult:
     statements: list[int] = field(default_factory=list)
     candidates: list[int] = field(default_factory=list)
     explain: str = ""
-    proposed: list[float] = field(default_factory=list)
+    other: list[float] = field(default_factory=list)
+    other_label: str = ""
     same_rows: int = 0
-    proposed_explain: str = ""
+    other_explain: str = ""
 
 
 def measure(
     dsn: str, queries: Sequence[corpus.Query], embedder: Any, analyzer: pgmem.TextAnalyzer,
-    result: SizeResult, *, explain: bool, proposed: Path | None,
+    result: SizeResult, *, explain: bool, compare: Path | None,
 ) -> None:
     """A warm-up pass, then a measured one: each query searched, and its bare queries (and the
-    proposed statement) run with what the warm-up search sent, in rotating order. Each of those
+    ``compare`` statement) run with what the warm-up search sent, in rotating order. Each of those
     is preceded, untimed, by the query's NLP and embedding -- as in a search, and as in an app
     that embeds its query before a bare pgvector query -- so that every statement meets the
     CPU caches as a search's statement does (a statement run right after another one on the
@@ -219,20 +227,22 @@ def measure(
         if explain:
             result.explain = searcher.explain(warm[0])
         methods = []
-        if proposed is not None:
-            other = proposed_statement(searcher.conn, proposed)
-            for w in warm:
-                rows = [searcher.timed(w.settings, text, w.statement.params)[1]
-                        for text in (w.statement.text, other)]
+        if compare is not None:
+            other = other_statement(searcher.conn, compare)
+            result.other_label = compare.stem
+            params = [other_params(other, w.statement.params) for w in warm]
+            for w, p in zip(warm, params):
+                rows = [searcher.timed(w.settings, w.statement.text, w.statement.params)[1],
+                        searcher.timed(w.settings, other, p)[1]]
                 result.same_rows += comparable(rows[0]) == comparable(rows[1])
             if explain:
-                result.proposed_explain = searcher.explain(warm[0], other)
+                result.other_explain = searcher.explain(warm[0], other)
 
-            def run_proposed(i: int, q: corpus.Query) -> None:
+            def run_other(i: int, q: corpus.Query) -> None:
                 prelude(q)
-                seconds, _ = searcher.timed(warm[i].settings, other, warm[i].statement.params)
-                result.proposed.append(seconds)
-            methods.append(run_proposed)
+                seconds, _ = searcher.timed(warm[i].settings, other, params[i])
+                result.other.append(seconds)
+            methods.append(run_other)
 
         def run_search(i: int, q: corpus.Query) -> None:
             searched = searcher.search(q)
@@ -259,7 +269,7 @@ def measure(
 
 def run_size(
     server: str, data: corpus.Corpus, queries: Sequence[corpus.Query], embedder: Any,
-    analyzer: pgmem.TextAnalyzer, *, explain: bool, name: str, proposed: Path | None = None,
+    analyzer: pgmem.TextAnalyzer, *, explain: bool, name: str, compare: Path | None = None,
 ) -> SizeResult:
     """Load ``data`` into a scratch database and measure it."""
     with scratch_database(server, name) as dsn:
@@ -268,7 +278,7 @@ def run_size(
         load = corpus.load_corpus(dsn, data)
         corpus.progress(f"  loaded in {load.total:.0f} s; searching")
         result = SizeResult(rows=len(data), load=load)
-        measure(dsn, queries, embedder, analyzer, result, explain=explain, proposed=proposed)
+        measure(dsn, queries, embedder, analyzer, result, explain=explain, compare=compare)
     return result
 
 
@@ -292,27 +302,26 @@ def breakdown_table(r: SizeResult) -> str:
 
 
 def headline_table(results: Sequence[SizeResult]) -> str:
-    """pgmem's SQL against the bare pgvector query, per size (and the proposed statement's)."""
-    with_proposed = any(r.proposed for r in results)
+    """pgmem's SQL against the bare pgvector query, per size (and the --compare statement's)."""
+    label = next((r.other_label for r in results if r.other), "")
     head = ("memories", "pgmem SQL p50 ms", *(f"bare k={k} p50 ms" for k in BARE_KS),
             *(f"SQL / bare k={k} (p50)" for k in BARE_KS), f"SQL / bare k={LIMIT} (p95)",
             "statements per search",
-            *(("proposed SQL p50 ms", f"proposed / bare k={LIMIT} (p50)") if with_proposed
-              else ()))
+            *((f"{label} p50 ms", f"{label} / bare k={LIMIT} (p50)") if label else ()))
     rows = []
     for r in results:
         sql_p50 = report.p50(r.pieces["sql"])
         statements = sorted(set(r.statements))
-        proposed: tuple[str, ...] = ()
-        if with_proposed:
-            proposed = (report.ms(report.p50(r.proposed)),
-                        report.ratio(report.p50(r.proposed), report.p50(r.bare[LIMIT])))
+        other: tuple[str, ...] = ()
+        if label:
+            other = (report.ms(report.p50(r.other)),
+                     report.ratio(report.p50(r.other), report.p50(r.bare[LIMIT])))
         rows.append((
             f"{r.rows:,}", report.ms(sql_p50),
             *(report.ms(report.p50(r.bare[k])) for k in BARE_KS),
             *(report.ratio(sql_p50, report.p50(r.bare[k])) for k in BARE_KS),
             report.ratio(report.p95(r.pieces["sql"]), report.p95(r.bare[LIMIT])),
-            ", ".join(map(str, statements)), *proposed,
+            ", ".join(map(str, statements)), *other,
         ))
     return report.table(head, rows)
 
@@ -329,8 +338,8 @@ def notes(results: Sequence[SizeResult], n_queries: int) -> str:
             f"{np.mean(r.bare_rows[LIMIT]):.1f} rows on average, k={BARE_KS[1]} "
             f"{np.mean(r.bare_rows[BARE_KS[1]]):.1f}; the search statement returned "
             f"{np.mean(r.candidates):.0f} candidate rows on average"
-            + (f"; the proposed statement returned the same rows for {r.same_rows} of "
-               f"{n_queries} queries." if r.proposed else ".")
+            + (f"; {r.other_label} returned the same rows as pgmem's statement for "
+               f"{r.same_rows} of {n_queries} queries." if r.other else ".")
         )
     return "\n".join(lines)
 
@@ -351,9 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
     parser.add_argument("--explain", action="store_true",
                         help="print EXPLAIN (ANALYZE, BUFFERS) of one search per size")
-    parser.add_argument("--proposed", type=Path, nargs="?", const=PROPOSED, metavar="PATH",
-                        help="also time a private copy of the search statement (default: "
-                        f"{PROPOSED.relative_to(corpus.REPO_ROOT)}) and compare its rows")
+    parser.add_argument("--compare", type=Path, metavar="PATH",
+                        help="also time another search statement (a file holding a search "
+                        "block, e.g. benchmarks/search_f047e7a.sql) and compare its rows")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -370,12 +379,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         queries = corpus.queries(raw, n // corpus.ROWS_PER_USER, args.queries)
         results.append(run_size(server, data.head(n), queries, embedder, analyzer,
                                 explain=args.explain, name=f"pgmem_latency_{os.getpid()}_{n}",
-                                proposed=args.proposed))
+                                compare=args.compare))
         print(breakdown_table(results[-1]) + "\n", flush=True)
         if args.explain:
             print(readable(results[-1].explain) + "\n", flush=True)
-            if results[-1].proposed_explain:
-                print("proposed:\n" + readable(results[-1].proposed_explain) + "\n", flush=True)
+            if results[-1].other_explain:
+                print(f"{results[-1].other_label}:\n{readable(results[-1].other_explain)}\n",
+                      flush=True)
     headline = headline_table(results)
     print(headline + "\n")
     print(notes(results, args.queries))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+import re
 import statistics
 import sys
 from collections.abc import Sequence
@@ -28,8 +29,8 @@ rewrites its own section of this file (text outside the `BEGIN`/`END` markers is
 
 ```
 python -m benchmarks.corpus prepare        # once: embed and analyse the 100,000-row corpus (cached)
-python -m benchmarks.latency --proposed    # search latency at 10k and 100k memories vs bare pgvector
-python -m benchmarks.scale --proposed      # SQL time per leg at 10k, 100k and 1M memories
+python -m benchmarks.latency               # search latency at 10k and 100k memories vs bare pgvector
+python -m benchmarks.scale                 # SQL time per leg at 10k, 100k and 1M memories
 python -m benchmarks.ingestion             # add / add_many rate and the database's share
 python -m benchmarks.concurrency           # 1, 4 and 16 threads sharing one Memory
 ```
@@ -41,9 +42,10 @@ read in place, never copied), and the models (all-MiniLM-L6-v2, a spaCy English 
 The machine is shared (2 cores, other work running), so every figure that matters is a **ratio
 against a baseline measured in the same run, on the same table**, and every time is a **median**
 (p50) or a 95th percentile over many calls; absolute milliseconds are given for scale only.
-torch runs on one thread in every benchmark process. `--proposed` also times
-`benchmarks/proposed_search.sql`, a private copy of the search statement with the changes the
-findings below propose, and checks that it returns the same rows.
+torch runs on one thread in every benchmark process. `latency` and `scale` take
+`--compare PATH` to time another search statement beside pgmem's on the same table (and check
+that it returns the same rows), e.g. `benchmarks/search_f047e7a.sql`, the statement before the
+changes of the findings below.
 
 Retrieval quality (recall, nDCG, MRR on LoCoMo) is a separate command,
 `python -m benchmarks.retrieval` (see the README).
@@ -189,10 +191,22 @@ def command_line() -> str:
 # -- docs/benchmarks.md -------------------------------------------------------------------------
 
 
+def markdown(text: str) -> str:
+    """Docstring markup as Markdown: ``code`` as `code`, :mod:`x` as `x` (code fences kept)."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            line = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", line).replace("``", "`")
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def write_section(name: str, body: str, doc: Path = DOC) -> None:
     """Replace section ``name`` of ``doc`` with ``body`` (creating the file or the section)."""
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
-    block = f"{begin}\n{body.strip()}\n{end}"
+    block = f"{begin}\n{markdown(body.strip())}\n{end}"
     text = doc.read_text(encoding="utf-8") if doc.exists() else ""
     if begin in text and end in text:
         head, rest = text.split(begin, 1)

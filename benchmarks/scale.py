@@ -39,23 +39,23 @@ from benchmarks.database import scratch_database, server_dsn
 from benchmarks.latency import (
     BARE,
     LIMIT,
-    PROPOSED,
     Searcher,
     leg_statement,
-    proposed_statement,
+    other_params,
+    other_statement,
 )
 
 LEGS = ("semantic", "keyword", "entity")
 
 
 def measure(dsn: str, queries: Sequence[corpus.Query], embedder: Any,
-            analyzer: pgmem.TextAnalyzer, proposed: Path | None) -> dict[str, list[float]]:
-    """Seconds per statement per query (measured pass only). With ``proposed``, the same
-    statements of the proposed search statement too, named ``proposed <name>``."""
+            analyzer: pgmem.TextAnalyzer, compare: Path | None) -> dict[str, list[float]]:
+    """Seconds per statement per query (measured passes only). With ``compare``, the same
+    statements made from that search statement too, named ``<its file's stem> <name>``."""
     searcher = Searcher(dsn, embedder, analyzer)
     try:
         searcher.memory.search("warm up", user_id=queries[0].user_id)  # reads the server
-        other = proposed_statement(searcher.conn, proposed) if proposed else None
+        other = other_statement(searcher.conn, compare) if compare else None
         runs = []
         for q in queries:
             searched = searcher.search(q)
@@ -63,14 +63,15 @@ def measure(dsn: str, queries: Sequence[corpus.Query], embedder: Any,
             bare = {"tenant": corpus.TENANT, "user_id": q.user_id,
                     "embedding": params["embedding"], "k": LIMIT}
             statements = {"bare": (BARE, bare)}
-            for prefix, search in (("", text), ("proposed ", other)):
+            for prefix, search in (("", text), (f"{compare and compare.stem} ", other)):
                 if search is None:
                     continue
-                statements[prefix + "fixed"] = (leg_statement(search, "SELECT 1"), params)
+                these = other_params(search, params)
+                statements[prefix + "fixed"] = (leg_statement(search, "SELECT 1"), these)
                 for leg in LEGS:
                     statements[prefix + leg] = (
-                        leg_statement(search, f"SELECT count(*) FROM {leg}"), params)
-                statements[prefix + "search"] = (search, params)
+                        leg_statement(search, f"SELECT count(*) FROM {leg}"), these)
+                statements[prefix + "search"] = (search, these)
             runs.append((searched.settings, statements))
         names = list(runs[0][1])
         for settings, statements in runs:  # warm-up
@@ -97,11 +98,10 @@ def result_table(results: Sequence[tuple[int, float, dict[str, list[float]]]]) -
     rows = []
     for n, load_seconds, times in results:
         bare = report.p50(times["bare"])
-        for prefix in ("", "proposed "):
-            if prefix + "search" not in times:
-                continue
+        prefixes = {name[: -len("search")] for name in times if name.endswith("search")}
+        for prefix in sorted(prefixes, key=lambda p: (p != "", p)):
             rows.append((
-                f"{n:,}", prefix.strip() or "current", f"{load_seconds:.0f}", report.ms(bare),
+                f"{n:,}", prefix.strip() or "pgmem", f"{load_seconds:.0f}", report.ms(bare),
                 *(report.ratio(report.p50(times[prefix + s]), bare)
                   for s in ("fixed", *LEGS, "search")),
                 report.ms(report.p50(times[prefix + "search"])),
@@ -120,9 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=corpus.Path, default=corpus.DEFAULT_DATA)
     parser.add_argument("--dsn", help="a server where databases may be created")
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
-    parser.add_argument("--proposed", type=Path, nargs="?", const=PROPOSED, metavar="PATH",
-                        help="also time a private copy of the search statement (default: "
-                        f"{PROPOSED.relative_to(corpus.REPO_ROOT)}), leg by leg")
+    parser.add_argument("--compare", type=Path, metavar="PATH",
+                        help="also time another search statement (a file holding a search "
+                        "block, e.g. benchmarks/search_f047e7a.sql), leg by leg")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             corpus.progress(f"  loaded in {time.perf_counter() - began:.0f} s "
                             f"(COPY {load.copy_seconds:.0f} s, indexes {load.index_seconds:.0f} s);"
                             " measuring")
-            results.append((n, load.total, measure(dsn, queries, embedder, analyzer, args.proposed)))
+            results.append((n, load.total, measure(dsn, queries, embedder, analyzer, args.compare)))
         print(result_table(results[-1:]), flush=True)
     table = result_table(results)
     print("\n" + table)

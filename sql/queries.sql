@@ -76,7 +76,7 @@ keyword_scored AS MATERIALIZED (
 keyword AS (
     SELECT k.id
       FROM keyword_scored k
-     ORDER BY CASE WHEN %(keyword_score)s = 'bm25' THEN k.bm25 ELSE k.rank_cd END DESC
+     ORDER BY CASE WHEN %(keyword_score)s = 'bm25' THEN k.bm25 ELSE k.rank_cd END DESC, k.id
      LIMIT %(keyword_limit)s
 ),
 -- Entity leg, driven from the scope: the scope's links (read once), each query entity compared
@@ -130,7 +130,7 @@ entity_hits AS (
      GROUP BY l.id
 ),
 entity AS (
-    SELECT h.id FROM entity_hits h ORDER BY h.rank DESC LIMIT %(entity_limit)s
+    SELECT h.id FROM entity_hits h ORDER BY h.rank DESC, h.id LIMIT %(entity_limit)s
 ),
 candidates AS (
     SELECT id, 'semantic' AS leg FROM semantic
