@@ -3,6 +3,8 @@ spread attenuation, the explain breakdown, and one statement per search."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import psycopg
 import pytest
 
@@ -122,7 +124,7 @@ def test_threshold_drops_semantically_unrelated_memories(memory: pgmem.Memory) -
 class CountingCursor(psycopg.Cursor):  # type: ignore[type-arg]
     """Records every statement sent through a cursor."""
 
-    statements: list[str] = []
+    statements: ClassVar[list[str]] = []
 
     def execute(self, query, params=None, **kwargs):  # type: ignore[no-untyped-def, override]
         text = query if isinstance(query, str) else query.as_string(self)
@@ -202,9 +204,11 @@ def test_a_reranker_reorders_the_fused_results(
         reranked = mem.search("router reboot", user_id="u1", limit=3, rerank=True)
         fused = mem.search("router reboot", user_id="u1", limit=5)
     assert [h.id for h in reranked] == [h.id for h in reversed(fused)][:3]
-    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
-        with pytest.raises(pgmem.ConfigurationError, match="reranker"):
-            mem.search("router", user_id="u1", rerank=True)
+    with (
+        pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem,
+        pytest.raises(pgmem.ConfigurationError, match="reranker"),
+    ):
+        mem.search("router", user_id="u1", rerank=True)
 
 
 def test_near_duplicate_entity_names_share_one_spread(memory: pgmem.Memory) -> None:
