@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 import pgmem
-from benchmarks import corpus, locomo, report
+from benchmarks import corpus, dialogues, report
 from benchmarks.database import scratch_database, server_dsn
 
 LIMIT = 20
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = [int(n) for n in args.threads.split(",")]
     corpus.limit_torch_threads(args.torch_threads)
     server = server_dsn(args.dsn)
-    raw = locomo.load_conversations(args.data)
+    raw = dialogues.load_conversations(args.data)
     embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     data = corpus.corpus(raw, args.rows, corpus.Cache(args.data, embedder, analyzer))
     queries = corpus.queries(raw, args.rows // corpus.ROWS_PER_USER, args.queries)

@@ -5,7 +5,7 @@ scopes, with embeddings and analyses computed once and cached, loaded into scrat
     python -m benchmarks.corpus check [--rows 3000]
 
 **Rows.** Each user holds :data:`ROWS_PER_USER` memories: user ``u`` takes a window of one
-conversation's texts (its turns, as :func:`benchmarks.locomo.turn_text` writes them, then its
+conversation's texts (its turns, as :func:`benchmarks.dialogues.turn_text` writes them, then its
 observations), conversation ``u % 5``, window start ``(u // 5) * 100`` modulo the pool. Five
 conversations give 3,970 distinct texts, so a text recurs in many users; the user's tag is
 appended (``"... (u00421)"``) so that every stored text, and every embedding, is distinct --
@@ -52,7 +52,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 import pgmem
-from benchmarks import locomo
+from benchmarks import dialogues
 from pgmem.nlp import Analysis, Entity
 from pgmem.pipeline import content_hash
 
@@ -106,15 +106,15 @@ def user_id(u: int) -> str:
     return f"user-{u:05d}"
 
 
-def pools(raw: Sequence[locomo.RawConversation]) -> list[list[locomo.Item]]:
+def pools(raw: Sequence[dialogues.RawConversation]) -> list[list[dialogues.Item]]:
     """Each conversation's texts: its turns, then its observations."""
     return [
-        [*locomo.task_memories(c, "turns"), *locomo.task_memories(c, "observations")]
+        [*dialogues.task_memories(c, "turns"), *dialogues.task_memories(c, "observations")]
         for c in raw
     ]
 
 
-def corpus_rows(raw: Sequence[locomo.RawConversation], n: int) -> list[Row]:
+def corpus_rows(raw: Sequence[dialogues.RawConversation], n: int) -> list[Row]:
     """The first ``n`` rows of the corpus (see the module docstring)."""
     texts = pools(raw)
     rows = []
@@ -131,14 +131,14 @@ def corpus_rows(raw: Sequence[locomo.RawConversation], n: int) -> list[Row]:
 
 
 def queries(
-    raw: Sequence[locomo.RawConversation], n_users: int, count: int, seed: int = 5
+    raw: Sequence[dialogues.RawConversation], n_users: int, count: int, seed: int = 5
 ) -> list[Query]:
     """``count`` questions (categories 1-4 with evidence), spread over the conversations, each
     asked to a random user (of the first ``n_users``) who holds texts of its conversation."""
     rng = np.random.default_rng(seed)
     shuffled = [
         [questions[i] for i in rng.permutation(len(questions))]
-        for questions in ([q.text for q in locomo.task_questions(c, ())] for c in raw)
+        for questions in ([q.text for q in dialogues.task_questions(c, ())] for c in raw)
     ]
     out: list[Query] = []
     while len(out) < count:
@@ -267,7 +267,7 @@ class Corpus:
         return Corpus(self.rows[:n], self.vectors[:n], self.analyses[:n], self.surfaces)
 
 
-def corpus(raw: Sequence[locomo.RawConversation], n: int, cache: Cache) -> Corpus:
+def corpus(raw: Sequence[dialogues.RawConversation], n: int, cache: Cache) -> Corpus:
     """The first ``n`` rows with everything loading needs, from the cache (filled if needed)."""
     rows = corpus_rows(raw, n)
     analyses = cache.analyses(rows)
@@ -455,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
     args = parser.parse_args(argv)
     limit_torch_threads(args.torch_threads)
-    raw = locomo.load_conversations(args.data)
+    raw = dialogues.load_conversations(args.data)
     cache = Cache(args.data, pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer())
     if args.command == "prepare":
         rows = corpus_rows(raw, args.rows or 100_000)

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 
 import pgmem
-from benchmarks import locomo
+from benchmarks import dialogues
 from benchmarks.database import scratch_database, server_dsn
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,7 @@ def turn_items(path: Path, limit: int | None) -> list[dict[str, Any]]:
             "user_id": conversation["id"],
             "metadata": {"dia_id": turn["dia_id"]},
         }
-        for conversation in locomo.load_conversations(path)
+        for conversation in dialogues.load_conversations(path)
         for turn in conversation["turns"]
     ]
     return items[:limit] if limit else items

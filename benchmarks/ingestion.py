@@ -35,7 +35,7 @@ from typing import Any
 from psycopg_pool import ConnectionPool
 
 import pgmem
-from benchmarks import corpus, locomo, report
+from benchmarks import corpus, dialogues, report
 from benchmarks.database import scratch_database, server_dsn
 from benchmarks.ingest import turn_items
 from benchmarks.instruments import CLOCK, TimedAnalyzer, TimedConnection, TimedEmbedder
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     data = None
     if max(bases) > 0:
-        raw = locomo.load_conversations(args.data)
+        raw = dialogues.load_conversations(args.data)
         data = corpus.corpus(raw, max(bases), corpus.Cache(args.data, embedder, analyzer))
     embedder.embed(["warm up"])
     analyzer.analyze("warm up")

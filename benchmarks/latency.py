@@ -45,7 +45,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 import pgmem
-from benchmarks import corpus, locomo, report
+from benchmarks import corpus, dialogues, report
 from benchmarks.database import scratch_database, server_dsn
 from benchmarks.instruments import (
     CLOCK,
@@ -368,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     corpus.limit_torch_threads(args.torch_threads)
     server = server_dsn(args.dsn)
-    raw = locomo.load_conversations(args.data)
+    raw = dialogues.load_conversations(args.data)
     embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     cache = corpus.Cache(args.data, embedder, analyzer)
     data = corpus.corpus(raw, max(sizes), cache)

@@ -9,7 +9,7 @@ The run creates a database ``pgmem_bench_<pid>`` on the server given by ``--dsn`
 (``pgmem_turns``, ``pgmem_observations``) with one scope per conversation (``user_id`` = the
 conversation id), searches every question of the conversation in its scope with each
 configuration (``limit=20``, ``threshold=0.1``), and drops the database unless ``--keep``.
-The tasks and questions are described in :mod:`benchmarks.locomo`.
+The tasks and questions are described in :mod:`benchmarks.dialogues`.
 
 Metrics, per question, then averaged over questions (see :mod:`benchmarks.metrics`):
 
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pgmem
-from benchmarks import locomo
+from benchmarks import dialogues
 from benchmarks.database import scratch_database, server_dsn
 from benchmarks.metrics import Scores, mean_scores, recall_at_k, score_question
 from pgmem import scoring
@@ -136,7 +136,7 @@ class TaskResult:
 # -- loading and searching ------------------------------------------------------------------
 
 
-def load_task(memory: pgmem.Memory, conversations: Sequence[locomo.Conversation]) -> float:
+def load_task(memory: pgmem.Memory, conversations: Sequence[dialogues.Conversation]) -> float:
     """Add every conversation's memories to its scope; return the wall time in seconds.
 
     Every item is stored (``dedupe=False``): two turns with one text are two memories."""
@@ -163,7 +163,7 @@ def ranking(
 
 
 def evaluate(
-    memories: Memories, config: SearchConfig, conversations: Sequence[locomo.Conversation]
+    memories: Memories, config: SearchConfig, conversations: Sequence[dialogues.Conversation]
 ) -> ConfigResult:
     """Search every question with ``config`` and average the scores."""
     memory = memories.get(config.keyword_score)
@@ -182,7 +182,7 @@ def evaluate(
     return ConfigResult(config, mean_scores(scores), time.perf_counter() - start)
 
 
-def recall_ceiling(conversations: Sequence[locomo.Conversation]) -> float:
+def recall_ceiling(conversations: Sequence[dialogues.Conversation]) -> float:
     """The mean recall of a ranking holding the whole corpus: evidence some memory covers."""
     values = [
         recall_at_k([m.dia_ids for m in c.memories], q.evidence, len(c.memories))
@@ -193,11 +193,11 @@ def recall_ceiling(conversations: Sequence[locomo.Conversation]) -> float:
 
 
 def run_task(
-    dsn: str, task: str, raw: Sequence[locomo.RawConversation], configs: Sequence[SearchConfig],
+    dsn: str, task: str, raw: Sequence[dialogues.RawConversation], configs: Sequence[SearchConfig],
     embedder: Any, analyzer: pgmem.TextAnalyzer,
 ) -> TaskResult:
     """Load ``task`` into its own schema and evaluate every configuration on it."""
-    conversations = locomo.task_conversations(raw, task)
+    conversations = dialogues.task_conversations(raw, task)
     schema = f"pgmem_{task}"
     pgmem.migrate(dsn, schema=schema)
     memories = Memories(dsn, schema, embedder, analyzer)
@@ -310,7 +310,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="the LoCoMo dev file (default: %(default)s)")
     parser.add_argument("--dsn", help="the server to create the scratch database on "
                         "(default: $PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
-    parser.add_argument("--task", choices=(*locomo.TASKS, "both"), default="both")
+    parser.add_argument("--task", choices=(*dialogues.TASKS, "both"), default="both")
     parser.add_argument("--configs", type=config_list, default=CONFIGS,
                         help="comma-separated configurations, of: "
                         + ", ".join(CONFIGS_BY_KEY) + " (default: all)")
@@ -337,13 +337,13 @@ def config_list(value: str) -> tuple[SearchConfig, ...]:
 
 def tasks(choice: str) -> tuple[str, ...]:
     """The tasks ``--task`` names."""
-    return locomo.TASKS if choice == "both" else (choice,)
+    return dialogues.TASKS if choice == "both" else (choice,)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print one Markdown table per task."""
     args = parse_args(argv)
-    raw = locomo.load_conversations(args.data)[: args.conversations]
+    raw = dialogues.load_conversations(args.data)[: args.conversations]
     dsn = server_dsn(args.dsn)
     limit_torch_threads(args.torch_threads)
     embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()

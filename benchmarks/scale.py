@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pgmem
-from benchmarks import corpus, locomo, report
+from benchmarks import corpus, dialogues, report
 from benchmarks.database import scratch_database, server_dsn
 from benchmarks.latency import (
     BARE,
@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     corpus.limit_torch_threads(args.torch_threads)
     server = server_dsn(args.dsn)
-    raw = locomo.load_conversations(args.data)
+    raw = dialogues.load_conversations(args.data)
     embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     cache = corpus.Cache(args.data, embedder, analyzer)
     data = corpus.corpus(raw, min(max(sizes), args.real_rows), cache)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from benchmarks.locomo import Item, parse_evidence, task_memories, task_questions, turn_text
+from benchmarks.dialogues import Item, parse_evidence, task_memories, task_questions, turn_text
 from benchmarks.metrics import (
     Scores,
     dcg,
