@@ -1,6 +1,6 @@
 """``AsyncMemory``: :class:`pgmem.Memory` for asyncio, with the same methods and arguments.
 
-Both facades run the same calls, :class:`pgmem.pipeline.Operations`; this one awaits the
+Both facades run the same calls, :class:`pgmem.operations.Operations`; this one awaits the
 database (psycopg's ``AsyncConnection`` / ``AsyncConnectionPool``) and runs the CPU-bound model
 work -- lemmatizing, embedding, reranking -- in worker threads (``asyncio.to_thread``), so the
 event loop keeps serving while texts are embedded.
@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import pipeline, validate
+from pgmem import operations, validate
 from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, AsyncConnector, AsyncSource
 from pgmem.migrate import DEFAULT_SCHEMA
 from pgmem.nlp import TextAnalyzer
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-async def run_async(connector: AsyncConnector, operation: pipeline.Operation[T]) -> T:
+async def run_async(connector: AsyncConnector, operation: operations.Operation[T]) -> T:
     """The twin of :func:`pgmem.memory.run`: model work in a worker thread, each transaction's
     statements awaited on a connection of ``connector``; the call's result."""
     result: Any = None
@@ -39,7 +39,7 @@ async def run_async(connector: AsyncConnector, operation: pipeline.Operation[T])
             except StopIteration as done:
                 value: T = done.value
                 return value
-            if isinstance(effect, pipeline.Compute):
+            if isinstance(effect, operations.Compute):
                 result = await asyncio.to_thread(effect.run)
                 continue
             async with connector.transaction(pipeline=effect.pipeline) as (conn, capabilities):
@@ -55,7 +55,7 @@ async def run_async(connector: AsyncConnector, operation: pipeline.Operation[T])
                         result = await execute_async(conn, statement)
 
 
-class AsyncMemory(pipeline.Configured):
+class AsyncMemory(operations.Configured):
     """Agent memory in PostgreSQL, for asyncio: every method of :class:`pgmem.Memory`, with the
     same arguments and results, as a coroutine.
 
@@ -80,7 +80,7 @@ class AsyncMemory(pipeline.Configured):
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        self._ops = pipeline.Operations(
+        self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
             keyword_score=keyword_score, max_text_length=max_text_length,
         )

@@ -1,4 +1,4 @@
-"""The ``Memory`` facade: a thin runner of the calls of :class:`pgmem.pipeline.Operations`.
+"""The ``Memory`` facade: a thin runner of the calls of :class:`pgmem.operations.Operations`.
 
 Each public method hands its arguments to the operation of the same name and runs the effects it
 yields (:func:`run`): model work directly, each transaction's statements through the
@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import pipeline, validate
+from pgmem import operations, validate
 from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, Connector, Source
 from pgmem.migrate import DEFAULT_SCHEMA
 from pgmem.nlp import TextAnalyzer
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def run(connector: Connector, operation: pipeline.Operation[T]) -> T:
+def run(connector: Connector, operation: operations.Operation[T]) -> T:
     """Run a call: model work here, each transaction's statements on a connection of
     ``connector``; the call's result."""
     result: Any = None
@@ -37,7 +37,7 @@ def run(connector: Connector, operation: pipeline.Operation[T]) -> T:
             except StopIteration as done:
                 value: T = done.value
                 return value
-            if isinstance(effect, pipeline.Compute):
+            if isinstance(effect, operations.Compute):
                 result = effect.run()
                 continue
             with connector.transaction(pipeline=effect.pipeline) as (conn, capabilities):
@@ -53,7 +53,7 @@ def run(connector: Connector, operation: pipeline.Operation[T]) -> T:
                         result = execute(conn, statement)
 
 
-class Memory(pipeline.Configured):
+class Memory(operations.Configured):
     """Agent memory in PostgreSQL: ``add`` texts to a scope, ``search`` them back.
 
     The lifecycle: ``add`` / ``add_many``, ``update``, ``delete`` / ``delete_all``, ``get``,
@@ -93,7 +93,7 @@ class Memory(pipeline.Configured):
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        self._ops = pipeline.Operations(
+        self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
             keyword_score=keyword_score, max_text_length=max_text_length,
         )

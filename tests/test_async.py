@@ -14,7 +14,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 import pgmem
-from pgmem import pipeline
+from pgmem import operations
 from pgmem.aio import run_async
 from pgmem.connection import AsyncConnector, Connector
 from pgmem.memory import run
@@ -75,13 +75,13 @@ def test_memory_and_async_memory_have_the_same_surface() -> None:
 def test_both_facades_hand_every_argument_to_the_shared_operation() -> None:
     """Each public method is a call of the Operations method of the same name, which takes the
     same arguments (all by keyword but the first): the logic lives there, once."""
-    for name in public(pgmem.Memory) & public(pipeline.Operations):
+    for name in public(pgmem.Memory) & public(operations.Operations):
         facade = [(p[0], p[1]) for p in parameters(getattr(pgmem.Memory, name))]
-        shared = [(p[0], p[1]) for p in parameters(getattr(pipeline.Operations, name))]
+        shared = [(p[0], p[1]) for p in parameters(getattr(operations.Operations, name))]
         assert facade == shared, name
     for name in public(pgmem.Memory) - {"close"}:
         if inspect.isfunction(getattr(pgmem.Memory, name)):
-            assert name in public(pipeline.Operations), name
+            assert name in public(operations.Operations), name
             for cls in (pgmem.Memory, pgmem.AsyncMemory):
                 source = inspect.getsource(getattr(cls, name))
                 assert f"self._ops.{name}(" in source, (cls, name)

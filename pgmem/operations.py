@@ -1,0 +1,601 @@
+"""The calls of ``Memory`` and ``AsyncMemory``, written once.
+
+Each call of :class:`Operations` is a generator: it checks its arguments, then yields the work
+to do — :class:`Compute` (model work, run directly by ``Memory`` and in a worker thread by
+``AsyncMemory``) and :class:`Transaction` (the statements of one transaction, built by the
+``*_steps`` functions from :class:`~pgmem.store.Store`) — and returns the call's result. The
+facades only run what is yielded, so the two cannot drift. The pure builders the calls use live
+in :mod:`pgmem.pipeline`.
+"""
+
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from psycopg import sql
+
+from pgmem import scoring, validate
+from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
+from pgmem.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    IsolationError,
+    NotFoundError,
+    SchemaError,
+)
+from pgmem.filters import compile_filters
+from pgmem.migrate import check_schema_name
+from pgmem.nlp import Analysis, TextAnalyzer
+from pgmem.rerank import Reranker
+from pgmem.results import (
+    AddResult,
+    HistoryEvent,
+    MemoryRecord,
+    Page,
+    SearchHit,
+)
+from pgmem.store import Row, Statement, Store
+from pgmem.validate import NewMemory, Scope
+
+if TYPE_CHECKING:
+    from pgmem.connection import ServerCapabilities
+
+logger = logging.getLogger(__name__)
+
+from pgmem.pipeline import (
+    LEGS,
+    MAX_EF_SEARCH,
+    SearchPlan,
+    SearchRequest,
+    Vectors,
+    add_embedding_inputs,
+    add_results,
+    batch_entities,
+    decode_cursor,
+    delete_params,
+    embedding_inputs,
+    fuse_rows,
+    history_events,
+    insert_params,
+    list_params,
+    memory_params,
+    page,
+    query_entities,
+    record,
+    search_plan,
+    signals_of_mode,
+    update_params,
+)
+
+T = TypeVar("T")
+
+
+
+#: The statements of one transaction: yields each :class:`~pgmem.store.Statement`, receives its
+#: result, and returns the transaction's result.
+Steps = Generator[Statement[Any], Any, T]
+
+
+@dataclass(frozen=True)
+class Compute(Generic[T]):
+    """Model work (NLP, embedding, reranking), CPU-bound: ``Memory`` calls ``run`` directly,
+    ``AsyncMemory`` in a worker thread. It runs outside any transaction."""
+
+    run: Callable[[], T]
+
+
+@dataclass(frozen=True)
+class Transaction(Generic[T]):
+    """Statements for one transaction on one connection: ``steps`` gets what the server can do.
+    With ``pipeline`` they are sent in psycopg's pipeline mode (a statement that fetches nothing
+    travels with the next one)."""
+
+    steps: Callable[[ServerCapabilities], Steps[T]]
+    pipeline: bool = False
+
+
+Effect = Compute[Any] | Transaction[Any]
+#: A call: yields effects, receives their results, and returns the call's result.
+Operation = Generator[Effect, Any, T]
+
+
+def result_of(statement: Statement[T]) -> Steps[T]:
+    """Yield ``statement``; its result (``yield from`` it, for the type)."""
+    result: T = yield statement
+    return result
+
+
+def transaction(
+    steps: Callable[[ServerCapabilities], Steps[T]], *, pipeline: bool = False
+) -> Operation[T]:
+    """Yield a :class:`Transaction`; its result."""
+    result: T = yield Transaction(steps, pipeline)
+    return result
+
+
+def compute(run: Callable[[], T]) -> Operation[T]:
+    """Yield a :class:`Compute`; its result."""
+    result: T = yield Compute(run)
+    return result
+
+
+def not_found(tenant: str, memory_id: uuid.UUID) -> NotFoundError:
+    """The error for a memory id the tenant does not have."""
+    return NotFoundError(f"no memory {memory_id} in tenant {tenant!r}")
+
+
+def dimension_steps(store: Store) -> Steps[int]:
+    """The embedding dimension of the store's schema. Raises SchemaError when it is missing."""
+    dim = yield from result_of(store.schema_dimension())
+    if dim is None:
+        raise SchemaError(
+            f"pgmem's schema {store.schema!r} is not in this database: "
+            "run pgmem.migrate(dsn) or `pgmem migrate` first"
+        )
+    return int(dim)
+
+
+def insert_steps(store: Store, tenant: str, params: Row) -> Steps[list[AddResult]]:
+    """Add a batch (``params`` from :func:`insert_params`): the duplicate locks, then the insert.
+
+    Raises:
+        IsolationError: ``dedupe`` in a REPEATABLE READ transaction, whose snapshot predates the
+            locks, so that a concurrent add of the same text would be missed. Raised after the
+            insert, whose rows tell the isolation level; the caller's savepoint undoes it.
+    """
+    yield store.lock_contents(params)  # entity-name locks always, duplicate locks with dedupe
+    rows = yield from result_of(store.insert_memories(params))
+    if params["dedupe"] and rows and rows[0]["isolation"] == "repeatable read":
+        raise IsolationError(
+            "dedupe=True cannot detect duplicates in a REPEATABLE READ transaction: its snapshot "
+            "predates the duplicate locks. Use READ COMMITTED or SERIALIZABLE, or pass "
+            "dedupe=False; nothing was written"
+        )
+    return add_results(tenant, rows)
+
+
+def update_steps(store: Store, tenant: str, memory_id: uuid.UUID, params: Row) -> Steps[MemoryRecord]:
+    """Update a memory (``params`` from :func:`update_params`) after locking it and its entities."""
+    if not (yield from result_of(store.lock_memory(params))):
+        raise not_found(tenant, memory_id)
+    yield store.lock_linked_entities(params)
+    row = yield from result_of(store.update_memory(params))
+    if row is None:  # not after lock_memory found it
+        raise not_found(tenant, memory_id)
+    return record(tenant, row)
+
+
+def delete_steps(store: Store, tenant: str, memory_id: uuid.UUID) -> Steps[None]:
+    """Delete a memory after locking it and its entities."""
+    params = memory_params(tenant, memory_id)
+    if not (yield from result_of(store.lock_memory(params))):
+        raise not_found(tenant, memory_id)
+    yield store.lock_linked_entities(params)
+    yield store.delete_memories(params)
+
+
+def delete_all_steps(store: Store, tenant: str, scope: Scope) -> Steps[int]:
+    """Delete every memory of ``scope`` after locking them and their entities; how many."""
+    ids = yield from result_of(store.lock_scope_memories(scope.params()))
+    if not ids:
+        return 0
+    params = delete_params(tenant, ids)
+    yield store.lock_linked_entities(params)
+    deleted = yield from result_of(store.delete_memories(params))
+    return len(deleted)
+
+
+def get_steps(store: Store, tenant: str, memory_id: uuid.UUID) -> Steps[MemoryRecord]:
+    """The memory ``memory_id``; NotFoundError when the tenant has none."""
+    row = yield from result_of(store.get_memory(memory_params(tenant, memory_id)))
+    if row is None:
+        raise not_found(tenant, memory_id)
+    return record(tenant, row)
+
+
+def list_steps(
+    store: Store, tenant: str, params: Row, condition: sql.Composable, limit: int
+) -> Steps[Page]:
+    """One page of ``get_all`` (``params`` from :func:`list_params`)."""
+    rows = yield from result_of(store.list_memories(params, condition))
+    return page(tenant, rows, limit)
+
+
+def history_steps(store: Store, tenant: str, memory_id: uuid.UUID) -> Steps[list[HistoryEvent]]:
+    """The events of ``memory_id``; NotFoundError when the tenant never had it."""
+    rows = yield from result_of(store.memory_history(memory_params(tenant, memory_id)))
+    if not rows:
+        raise not_found(tenant, memory_id)
+    return history_events(rows)
+
+
+def search_steps(
+    store: Store,
+    request: SearchRequest,
+    analysis: Analysis,
+    vectors: Vectors,
+    capabilities: ServerCapabilities,
+    *,
+    keyword_score: str,
+    entities_available: bool,
+) -> Steps[tuple[SearchPlan, list[Row]]]:
+    """The search statement's plan and rows (steps 2-7), after the HNSW options it needs."""
+    plan = search_plan(
+        request, analysis, vectors,
+        keyword_score=keyword_score,
+        exact_scan=not capabilities.iterative_scan,
+        entities_available=entities_available,
+    )
+    if capabilities.iterative_scan:
+        # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to
+        # pgvector's maximum, beyond which the iterative scan goes on fetching.
+        ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
+        yield store.set_search_options(ef_search)
+    rows = yield from result_of(store.search(plan.params, request.condition))
+    return plan, rows
+
+
+def search_sql_steps(
+    store: Store,
+    request: SearchRequest,
+    analysis: Analysis,
+    vectors: Vectors,
+    capabilities: ServerCapabilities,
+    *,
+    keyword_score: str,
+    entities_available: bool,
+) -> Steps[str]:
+    """The search statement with its parameters inlined (not run)."""
+    plan = search_plan(
+        request, analysis, vectors,
+        keyword_score=keyword_score,
+        exact_scan=not capabilities.iterative_scan,
+        entities_available=entities_available,
+    )
+    return (yield from result_of(store.search_sql(plan.params, request.condition)))
+
+
+def rerank_hits(
+    reranker: Reranker, query: str, hits: list[SearchHit], limit: int
+) -> list[SearchHit]:
+    """The reranker's order of ``hits``, cut to ``limit``; the fused order when it fails."""
+    try:
+        return list(reranker.rerank(query, hits, limit))[:limit]
+    except Exception:
+        logger.warning("the reranker failed; returning the fused order", exc_info=True)
+        return hits[:limit]
+
+
+class Operations:
+    """Every call of :class:`pgmem.Memory` and :class:`pgmem.AsyncMemory`, written once: each
+    method is an :data:`Operation` generator (see the module docstring) taking the call's
+    arguments, all of them, by keyword. Holds, and checks on creation, the configuration the
+    facades share; nothing connects or loads a model here."""
+
+    def __init__(
+        self,
+        *,
+        embedder: Any,
+        nlp: TextAnalyzer | str | None,
+        reranker: Reranker | None,
+        schema: str,
+        tenant: str,
+        keyword_score: str,
+        max_text_length: int,
+    ) -> None:
+        if keyword_score not in scoring.KEYWORD_SCORES:
+            raise ConfigurationError(
+                f"keyword_score must be one of {scoring.KEYWORD_SCORES}, got {keyword_score!r}"
+            )
+        self.schema = check_schema_name(schema)
+        validate.scope(tenant, "-", None, None)  # checks the tenant
+        self.tenant = tenant
+        self.keyword_score = keyword_score
+        self.max_text_length = validate.max_text_length(max_text_length)
+        self.embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
+        self.analyzer = nlp if isinstance(nlp, TextAnalyzer) else TextAnalyzer(nlp)
+        self.reranker = reranker
+        self.store = Store(self.schema)
+        self._dim: int | None = None
+
+    # -- writes
+
+    def add(
+        self,
+        text: str,
+        *,
+        user_id: str | None,
+        agent_id: str | None,
+        run_id: str | None,
+        metadata: Mapping[str, Any] | None,
+        dedupe: bool,
+    ) -> Operation[AddResult]:
+        """See :meth:`pgmem.Memory.add`."""
+        item = validate.new_memory(
+            self.tenant, text, metadata, user_id, agent_id, run_id,
+            max_length=self.max_text_length,
+        )
+        results = yield from self._add_batch([item], dedupe=dedupe)
+        return results[0]
+
+    def add_many(
+        self,
+        items: Iterable[str | Mapping[str, Any]],
+        *,
+        user_id: str | None,
+        agent_id: str | None,
+        run_id: str | None,
+        dedupe: bool,
+        batch_size: int,
+        on_progress: Callable[[int, int], object] | None,
+    ) -> Operation[list[AddResult]]:
+        """See :meth:`pgmem.Memory.add_many`."""
+        checked = validate.items(
+            items, tenant=self.tenant, user_id=user_id, agent_id=agent_id, run_id=run_id,
+            max_length=self.max_text_length,
+        )
+        size = validate.batch_size(batch_size)
+        results: list[AddResult] = []
+        for start in range(0, len(checked), size):
+            results.extend((yield from self._add_batch(checked[start : start + size], dedupe=dedupe)))
+            if on_progress is not None:
+                on_progress(len(results), len(checked))
+        return results
+
+    def update(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        text: str | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> Operation[MemoryRecord]:
+        """See :meth:`pgmem.Memory.update`."""
+        checked_id = validate.memory_id(memory_id)
+        if text is None and metadata is None:
+            raise InvalidInputError("update needs a new text, new metadata or both")
+        meta = None if metadata is None else validate.metadata(metadata)
+        if text is None:
+            params = update_params(self.tenant, checked_id, metadata=meta)
+        else:
+            new_text = validate.text(text, max_length=self.max_text_length)
+            dim = yield from self._dimension()
+            analysis, vectors = yield from compute(functools.partial(self._analyze, new_text, dim))
+            params = update_params(
+                self.tenant, checked_id, text=new_text, analysis=analysis, vectors=vectors,
+                metadata=meta,
+            )
+        return (
+            yield from transaction(lambda _: update_steps(self.store, self.tenant, checked_id, params))
+        )
+
+    def delete(self, memory_id: uuid.UUID | str) -> Operation[None]:
+        """See :meth:`pgmem.Memory.delete`."""
+        checked_id = validate.memory_id(memory_id)
+        yield from transaction(lambda _: delete_steps(self.store, self.tenant, checked_id))
+
+    def delete_all(
+        self, *, user_id: str | None, agent_id: str | None, run_id: str | None
+    ) -> Operation[int]:
+        """See :meth:`pgmem.Memory.delete_all`."""
+        scope = validate.scope(self.tenant, user_id, agent_id, run_id)
+        return (yield from transaction(lambda _: delete_all_steps(self.store, self.tenant, scope)))
+
+    # -- reads
+
+    def get(self, memory_id: uuid.UUID | str) -> Operation[MemoryRecord]:
+        """See :meth:`pgmem.Memory.get`."""
+        checked_id = validate.memory_id(memory_id)
+        return (yield from transaction(lambda _: get_steps(self.store, self.tenant, checked_id)))
+
+    def get_all(
+        self,
+        *,
+        user_id: str | None,
+        agent_id: str | None,
+        run_id: str | None,
+        filters: Mapping[str, Any] | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Operation[Page]:
+        """See :meth:`pgmem.Memory.get_all`."""
+        scope = validate.scope(self.tenant, user_id, agent_id, run_id)
+        checked_limit = validate.limit(limit)
+        condition, filter_params = compile_filters(filters)
+        after = None if cursor is None else decode_cursor(cursor)
+        params = list_params(scope, filter_params, limit=checked_limit, after=after)
+        return (
+            yield from transaction(
+                lambda _: list_steps(self.store, self.tenant, params, condition, checked_limit)
+            )
+        )
+
+    def history(self, memory_id: uuid.UUID | str) -> Operation[list[HistoryEvent]]:
+        """See :meth:`pgmem.Memory.history`."""
+        checked_id = validate.memory_id(memory_id)
+        return (yield from transaction(lambda _: history_steps(self.store, self.tenant, checked_id)))
+
+    # -- search
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        agent_id: str | None,
+        run_id: str | None,
+        limit: int,
+        threshold: float,
+        filters: Mapping[str, Any] | None,
+        rerank: bool,
+        mode: str,
+        legs: Sequence[str] | None,
+    ) -> Operation[list[SearchHit]]:
+        """See :meth:`pgmem.Memory.search`."""
+        request = self._search_request(
+            query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
+            threshold=threshold, filters=filters, mode=mode, legs=legs,
+        )
+        reranker = self.reranker
+        if rerank and reranker is None:
+            raise ConfigurationError("rerank=True needs a reranker: Memory(..., reranker=...)")
+        analysis, vectors = yield from self._analyze_query(request.query)
+        plan, rows = yield from transaction(
+            functools.partial(
+                search_steps, self.store, request, analysis, vectors,
+                keyword_score=self.keyword_score,
+                entities_available=self.analyzer.entities_available,
+            )
+        )
+        fetch = scoring.internal_limit(request.limit) if rerank else request.limit
+        hits = fuse_rows(plan, rows, threshold=request.threshold, limit=fetch)
+        if reranker is not None and rerank:
+            hits = yield from compute(
+                functools.partial(rerank_hits, reranker, request.query, hits, request.limit)
+            )
+        return hits
+
+    def search_sql(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        agent_id: str | None,
+        run_id: str | None,
+        limit: int,
+        filters: Mapping[str, Any] | None,
+        mode: str,
+        legs: Sequence[str] | None,
+    ) -> Operation[str]:
+        """See :meth:`pgmem.Memory.search_sql`."""
+        request = self._search_request(
+            query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
+            threshold=0.0, filters=filters, mode=mode, legs=legs,
+        )
+        analysis, vectors = yield from self._analyze_query(request.query)
+        return (
+            yield from transaction(
+                functools.partial(
+                    search_sql_steps, self.store, request, analysis, vectors,
+                    keyword_score=self.keyword_score,
+                    entities_available=self.analyzer.entities_available,
+                )
+            )
+        )
+
+    # -- internals
+
+    def _add_batch(
+        self, items: Sequence[NewMemory], *, dedupe: bool
+    ) -> Operation[list[AddResult]]:
+        dim = yield from self._dimension()
+        params = yield from compute(functools.partial(self._batch_params, items, dim, dedupe))
+        # Pipeline mode: the locks and the insert travel in one round trip.
+        return (
+            yield from transaction(
+                lambda _: insert_steps(self.store, self.tenant, params), pipeline=True
+            )
+        )
+
+    def _batch_params(self, items: Sequence[NewMemory], dim: int, dedupe: bool) -> Row:
+        """Lemmatize a batch together and embed it (texts and entity names) in one call."""
+        analyses = self.analyzer.analyze_many([item.text for item in items], batch_size=len(items))
+        entities = batch_entities(analyses)
+        vectors = checked_embeddings(self.embedder, add_embedding_inputs(items, entities), dim)
+        return insert_params(self.tenant, items, analyses, entities, vectors, dedupe=dedupe)
+
+    def _analyze(self, text: str, dim: int) -> tuple[Analysis, Vectors]:
+        """A text's analysis, and the vectors of the text and its entities."""
+        analysis = self.analyzer.analyze(text)
+        vectors = checked_embeddings(
+            self.embedder, embedding_inputs(text, query_entities(analysis)), dim
+        )
+        return analysis, vectors
+
+    def _analyze_query(self, query: str) -> Operation[tuple[Analysis, Vectors]]:
+        dim = yield from self._dimension()
+        return (yield from compute(functools.partial(self._analyze, query, dim)))
+
+    def _dimension(self) -> Operation[int]:
+        """The schema's embedding dimension, read once; models run outside transactions."""
+        if self._dim is None:
+            self._dim = yield from transaction(lambda _: dimension_steps(self.store))
+        return self._dim
+
+    def _search_request(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        agent_id: str | None,
+        run_id: str | None,
+        limit: int,
+        threshold: float,
+        filters: Mapping[str, Any] | None,
+        mode: str,
+        legs: Sequence[str] | None,
+    ) -> SearchRequest:
+        signals = signals_of_mode(mode)
+        checked_legs = (
+            signals if legs is None
+            else tuple(legs) if isinstance(legs, (list, tuple)) else ()
+        )
+        if not checked_legs or not all(isinstance(leg, str) and leg in LEGS for leg in checked_legs):
+            raise InvalidInputError(f"legs must be among {LEGS}, got {validate.shown(legs)}")
+        condition, filter_params = compile_filters(filters)
+        return SearchRequest(
+            scope=validate.scope(self.tenant, user_id, agent_id, run_id),
+            query=validate.text(query, what="query", max_length=self.max_text_length),
+            limit=validate.limit(limit),
+            threshold=validate.threshold(threshold),
+            condition=condition,
+            filter_params=filter_params,
+            signals=signals,
+            legs=checked_legs,
+        )
+
+
+class Configured:
+    """The configuration ``Memory`` and ``AsyncMemory`` expose, read from their operations."""
+
+    _ops: Operations
+
+    @property
+    def schema(self) -> str:
+        """pgmem's PostgreSQL schema."""
+        return self._ops.schema
+
+    @property
+    def tenant(self) -> str:
+        """The tenant every call reads and writes."""
+        return self._ops.tenant
+
+    @property
+    def keyword_score(self) -> str:
+        """``"bm25"`` or ``"ts_rank_cd"``."""
+        return self._ops.keyword_score
+
+    @property
+    def max_text_length(self) -> int:
+        """The longest text or query accepted, in characters."""
+        return self._ops.max_text_length
+
+    @property
+    def embedder(self) -> Any:
+        """The embedder."""
+        return self._ops.embedder
+
+    @property
+    def analyzer(self) -> TextAnalyzer:
+        """The text analyzer (lemmas and entities)."""
+        return self._ops.analyzer
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The reranker used when ``rerank=True``, if any."""
+        return self._ops.reranker
