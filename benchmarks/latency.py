@@ -57,7 +57,7 @@ from benchmarks.instruments import (
 )
 from pgmem.filters import compile_filters
 from pgmem.nlp import quote_lexeme
-from pgmem.queries import raw_queries
+from pgmem.queries import named_blocks, raw_queries
 
 LIMIT = 20
 THRESHOLD = 0.1
@@ -155,12 +155,14 @@ def leg_statement(search: str, select: str) -> str:
 
 
 def other_statement(conn: psycopg.Connection, path: Path) -> str:  # type: ignore[type-arg]
-    """Another search statement, from a file holding a ``-- name: search`` block's text (with
-    ``{schema}``, ``{scope}`` and ``{filters}``), composed as pgmem composes its own, for
-    searches without metadata filters."""
+    """Another search statement, composed as pgmem composes its own, for searches without
+    metadata filters: the ``search`` block of a queries file (e.g. an older revision's, from
+    ``git show REV:sql/queries.sql``), or a file holding just such a block's text."""
     condition, _ = compile_filters(None)
     scope = sql.SQL(raw_queries()["scope"]).format(filters=condition)
-    text = sql.SQL(path.read_text(encoding="utf-8")).format(  # type: ignore[arg-type]
+    source = path.read_text(encoding="utf-8")
+    block = named_blocks(source).get("search", source)
+    text = sql.SQL(block).format(  # type: ignore[arg-type]
         schema=sql.Identifier(corpus.SCHEMA), scope=scope, filters=condition)
     return text.as_string(conn)
 
@@ -361,8 +363,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--explain", action="store_true",
                         help="print EXPLAIN (ANALYZE, BUFFERS) of one search per size")
     parser.add_argument("--compare", type=Path, metavar="PATH",
-                        help="also time another search statement (a file holding a search "
-                        "block, e.g. benchmarks/search_f047e7a.sql) and compare its rows")
+                        help="also time another search statement (a queries.sql of another "
+                        "revision, e.g. from `git show f047e7a:sql/queries.sql`) and compare "
+                        "its rows")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -44,8 +44,8 @@ against a baseline measured in the same run, on the same table**, and every time
 (p50) or a 95th percentile over many calls; absolute milliseconds are given for scale only.
 torch runs on one thread in every benchmark process. `latency` and `scale` take
 `--compare PATH` to time another search statement beside pgmem's on the same table (and check
-that it returns the same rows), e.g. `benchmarks/search_f047e7a.sql`, the statement before the
-changes of the findings below.
+that it returns the same rows), e.g. the statement before the changes of the findings below:
+`git show f047e7a:sql/queries.sql > /tmp/search_f047e7a.sql`.
 
 Retrieval quality (recall, nDCG, MRR on LoCoMo) is a separate command,
 `python -m benchmarks.retrieval` (see the README).

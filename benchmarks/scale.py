@@ -121,8 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dsn", help="a server where databases may be created")
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
     parser.add_argument("--compare", type=Path, metavar="PATH",
-                        help="also time another search statement (a file holding a search "
-                        "block, e.g. benchmarks/search_f047e7a.sql), leg by leg")
+                        help="also time another search statement (a queries.sql of another "
+                        "revision, e.g. from `git show f047e7a:sql/queries.sql`), leg by leg")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -17,12 +17,16 @@ NO_FILTER = sql.SQL("TRUE")
 _BLOCK = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
+def named_blocks(text: str) -> dict[str, str]:
+    """The ``-- name: <name>`` blocks of a queries file's text, by name."""
+    parts = _BLOCK.split(text)[1:]
+    return {name: body.strip() for name, body in zip(parts[::2], parts[1::2])}
+
+
 @functools.cache
 def raw_queries() -> dict[str, str]:
     """Every named block of queries.sql, by name."""
-    text = files("pgmem.sql").joinpath("queries.sql").read_text(encoding="utf-8")
-    parts = _BLOCK.split(text)[1:]
-    return {name: body.strip() for name, body in zip(parts[::2], parts[1::2])}
+    return named_blocks(files("pgmem.sql").joinpath("queries.sql").read_text(encoding="utf-8"))
 
 
 class Queries:
