@@ -314,6 +314,7 @@ def load(
     n = 0
     with psycopg.connect(dsn) as conn:
         register_vector(conn)
+        set_autovacuum(conn, False)
         indexes = conn.execute(SECONDARY_INDEXES, {"schema": SCHEMA}).fetchall()
         for name, _ in indexes:
             conn.execute(sql.SQL("DROP INDEX {}.{}").format(
@@ -372,11 +373,46 @@ def load(
             conn.execute(definition)
             conn.commit()
         indexed = time.perf_counter()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE pgmem.memories, pgmem.entities, pgmem.memory_entities,"
-                     " pgmem.history")
+    vacuum(dsn)
     done = time.perf_counter()
     return LoadReport(n, copied - began, indexed - copied, done - indexed)
+
+
+TABLES = ("memories", "entities", "memory_entities", "history")
+
+
+def set_autovacuum(conn: psycopg.Connection[Any], enabled: bool) -> None:
+    """Turn autovacuum off for pgmem's tables during a load (on again after it): an autovacuum
+    ANALYZE running beside the load's VACUUM holds a snapshot that keeps the VACUUM from
+    marking the pages visible, and index-only scans then visit the heap."""
+    for table in TABLES:
+        name = sql.Identifier(SCHEMA, table)
+        conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(name)
+                     if not enabled else
+                     sql.SQL("ALTER TABLE {} RESET (autovacuum_enabled)").format(name))
+
+
+def vacuum(dsn: str, attempts: int = 5) -> None:
+    """VACUUM the loaded tables, as a table at rest is: analyzed and in the visibility map
+    (index-only scans then skip the heap); then turn their autovacuum back on. FREEZE, and
+    again while pages are left out: a VACUUM right after the load may leave out the pages of
+    tables nothing has read yet (their tuples' hint bits unset)."""
+    tables = sql.SQL(", ").join(sql.Identifier(SCHEMA, t) for t in TABLES)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("ANALYZE {}").format(tables))
+        for _ in range(attempts):
+            conn.execute(sql.SQL("VACUUM (FREEZE) {}").format(tables))
+            row = conn.execute(
+                "SELECT string_agg(relname, ', ') FROM pg_class WHERE relnamespace ="
+                " %s::regnamespace AND relname = ANY (%s) AND relallvisible < relpages",
+                (SCHEMA, list(TABLES))).fetchone()
+            left = row[0] if row is not None else None
+            if not left:
+                break
+            time.sleep(1)
+        else:
+            progress(f"  VACUUM left pages of {left} outside the visibility map")
+        set_autovacuum(conn, True)
 
 
 def load_corpus(dsn: str, data: Corpus, **kwargs: Any) -> LoadReport:

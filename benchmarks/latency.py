@@ -155,14 +155,16 @@ def leg_statement(search: str, select: str) -> str:
 
 
 def other_statement(conn: psycopg.Connection, path: Path) -> str:  # type: ignore[type-arg]
-    """Another search statement, composed as pgmem composes its own, for searches without
-    metadata filters: the ``search`` block of a queries file (e.g. an older revision's, from
-    ``git show REV:sql/queries.sql``), or a file holding just such a block's text."""
+    """Another search statement, composed as pgmem composes its own, for the benchmark's
+    searches (scoped by user, without metadata filters): the ``search`` block of a queries file
+    (e.g. an older revision's, from ``git show REV:sql/queries.sql``, with its own ``scope``
+    blocks), or a file holding just such a block's text."""
     condition, _ = compile_filters(None)
-    scope = sql.SQL(raw_queries()["scope"]).format(filters=condition)
     source = path.read_text(encoding="utf-8")
-    block = named_blocks(source).get("search", source)
-    text = sql.SQL(block).format(  # type: ignore[arg-type]
+    blocks = {**raw_queries(), **named_blocks(source)}
+    ids = sql.SQL(" ").join(sql.SQL(blocks[b]) for b in ("scope_user_id",) if b in blocks)
+    scope = sql.SQL(blocks["scope"]).format(scope_ids=ids, filters=condition)
+    text = sql.SQL(blocks["search"] if "search" in named_blocks(source) else source).format(
         schema=sql.Identifier(corpus.SCHEMA), scope=scope, filters=condition)
     return text.as_string(conn)
 

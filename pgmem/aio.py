@@ -229,3 +229,22 @@ class AsyncMemory(operations.Configured):
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             filters=filters, mode=mode, legs=legs,
         ))
+
+    async def explain_search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        limit: int = 20,
+        filters: Mapping[str, Any] | None = None,
+        mode: str = "hybrid",
+        legs: Sequence[str] | None = None,
+        analyze: bool = False,
+    ) -> dict[str, Any]:
+        """As :meth:`pgmem.Memory.explain_search`."""
+        return await run_async(self._connector, self._ops.explain_search(
+            query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
+            filters=filters, mode=mode, legs=legs, analyze=analyze,
+        ))

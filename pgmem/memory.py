@@ -329,13 +329,38 @@ class Memory(operations.Configured):
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
     ) -> str:
-        """The statement :meth:`search` would send, with its parameters inlined (for EXPLAIN).
-
-        On pgvector >= 0.8, search runs it after ``SET LOCAL hnsw.iterative_scan =
-        relaxed_order`` and ``SET LOCAL hnsw.ef_search = <the over-fetch>``; set those too to
-        see the plan a search gets.
+        """The statement :meth:`search` would send, with its parameters inlined: to read, or
+        to run by hand. Search runs it as a prepared statement with a generic plan, after
+        ``SET LOCAL plan_cache_mode = force_generic_plan`` (and, on pgvector >= 0.8,
+        ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search = <the over-fetch>``);
+        EXPLAIN of this text shows a plan made for these values. :meth:`explain_search` shows
+        the plan search runs with.
         """
         return run(self._connector, self._ops.search_sql(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             filters=filters, mode=mode, legs=legs,
+        ))
+
+    def explain_search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        limit: int = 20,
+        filters: Mapping[str, Any] | None = None,
+        mode: str = "hybrid",
+        legs: Sequence[str] | None = None,
+        analyze: bool = False,
+    ) -> dict[str, Any]:
+        """The plan :meth:`search` runs with for these arguments: PostgreSQL's
+        ``EXPLAIN (FORMAT JSON)`` of the search statement's generic plan (the first element of
+        its output; the plan tree is under ``"Plan"``), under the search's settings. With
+        ``analyze``, the statement runs (``EXPLAIN ANALYZE``): nodes it did not need show
+        ``"Actual Loops": 0``.
+        """
+        return run(self._connector, self._ops.explain_search(
+            query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
+            filters=filters, mode=mode, legs=legs, analyze=analyze,
         ))

@@ -225,20 +225,58 @@ def search_steps(
     keyword_score: str,
     entities_available: bool,
 ) -> Steps[tuple[SearchPlan, list[Row]]]:
-    """The search statement's plan and rows (steps 2-7), after the HNSW options it needs."""
+    """The search statement's plan and rows (steps 2-7), after the settings it runs with."""
+    plan = yield from _search_setup(
+        store, request, analysis, vectors, capabilities,
+        keyword_score=keyword_score, entities_available=entities_available,
+    )
+    rows = yield from result_of(store.search(plan.params, request.condition))
+    return plan, rows
+
+
+def explain_search_steps(
+    store: Store,
+    request: SearchRequest,
+    analysis: Analysis,
+    vectors: Vectors,
+    capabilities: ServerCapabilities,
+    *,
+    keyword_score: str,
+    entities_available: bool,
+    analyze: bool,
+) -> Steps[dict[str, Any]]:
+    """EXPLAIN of the search statement's plan, after the settings it runs with."""
+    plan = yield from _search_setup(
+        store, request, analysis, vectors, capabilities,
+        keyword_score=keyword_score, entities_available=entities_available,
+    )
+    return (
+        yield from result_of(store.explain_search(plan.params, request.condition, analyze=analyze))
+    )
+
+
+def _search_setup(
+    store: Store,
+    request: SearchRequest,
+    analysis: Analysis,
+    vectors: Vectors,
+    capabilities: ServerCapabilities,
+    *,
+    keyword_score: str,
+    entities_available: bool,
+) -> Steps[SearchPlan]:
+    """The search statement's parameters, after sending its settings."""
     plan = search_plan(
         request, analysis, vectors,
         keyword_score=keyword_score,
         exact_scan=not capabilities.iterative_scan,
         entities_available=entities_available,
     )
-    if capabilities.iterative_scan:
-        # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to
-        # pgvector's maximum, beyond which the iterative scan goes on fetching.
-        ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
-        yield store.set_search_options(ef_search)
-    rows = yield from result_of(store.search(plan.params, request.condition))
-    return plan, rows
+    # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to pgvector's
+    # maximum, beyond which the iterative scan goes on fetching.
+    ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
+    yield store.set_search_options(ef_search if capabilities.iterative_scan else None)
+    return plan
 
 
 def search_sql_steps(
@@ -484,6 +522,36 @@ class Operations:
                     search_sql_steps, self.store, request, analysis, vectors,
                     keyword_score=self.keyword_score,
                     entities_available=self.analyzer.entities_available,
+                )
+            )
+        )
+
+    def explain_search(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        agent_id: str | None,
+        run_id: str | None,
+        limit: int,
+        filters: Mapping[str, Any] | None,
+        mode: str,
+        legs: Sequence[str] | None,
+        analyze: bool,
+    ) -> Operation[dict[str, Any]]:
+        """See :meth:`pgmem.Memory.explain_search`."""
+        request = self._search_request(
+            query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
+            threshold=0.0, filters=filters, mode=mode, legs=legs,
+        )
+        analysis, vectors = yield from self._analyze_query(request.query)
+        return (
+            yield from transaction(
+                functools.partial(
+                    explain_search_steps, self.store, request, analysis, vectors,
+                    keyword_score=self.keyword_score,
+                    entities_available=self.analyzer.entities_available,
+                    analyze=analyze,
                 )
             )
         )

@@ -50,6 +50,11 @@ T = TypeVar("T")
 Vectors = npt.NDArray[np.float32]
 LEGS = ("semantic", "keyword", "entity")
 MAX_EF_SEARCH = 1000  # pgvector rejects a larger hnsw.ef_search
+# The search statement reads a scope of at most this many memories row by row (exact cosine,
+# each memory matched against the keywords) and searches a larger one through the HNSW and GIN
+# indexes. Row by row costs 1-2 us a memory; a filtered HNSW walk over a scope that is a small
+# share of the table visits many memories per hit, and stops at pgvector's max_scan_tuples.
+SCOPE_SCAN_ROWS = 5000
 
 
 def content_hash(text: str) -> str:
@@ -141,6 +146,7 @@ def search_plan(
             "keyword_limit": internal_limit if "keyword" in legs else 0,
             "entity_limit": internal_limit if "entity" in legs else 0,
             "exact_scan": exact_scan,
+            "scan_rows": SCOPE_SCAN_ROWS,
             "tsquery": or_tsquery(terms),
             "lexemes": list(terms),
             "keyword_score": keyword_score,

@@ -1,7 +1,7 @@
 """pgmem's SQL, kept in ``sql/queries.sql`` as ``-- name: <name>`` blocks and parsed once.
 
-Blocks hold ``{schema}`` (pgmem's schema), ``{scope}`` (the ``scope`` block) and ``{filters}``
-(a compiled metadata filter): identifiers and compiled SQL fragments, composed with
+Blocks hold ``{schema}`` (pgmem's schema), ``{scope}`` (the ``scope`` block, comparing the scope
+ids a call gives) and ``{filters}`` (a compiled metadata filter): identifiers and compiled SQL fragments, composed with
 ``psycopg.sql``. Values are never formatted in; they travel as ``%(name)s`` parameters.
 """
 
@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from importlib.resources import files
 
 from psycopg import sql
 
 NO_FILTER = sql.SQL("TRUE")
+SCOPE_IDS = ("user_id", "agent_id", "run_id")
 _BLOCK = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
@@ -35,10 +37,14 @@ class Queries:
     def __init__(self, schema: str) -> None:
         self.schema = sql.Identifier(schema)
 
-    def get(self, name: str, filters: sql.Composable = NO_FILTER) -> sql.Composed:
-        """Statement ``name`` with the schema, scope and ``filters`` composed in."""
+    def get(
+        self, name: str, filters: sql.Composable = NO_FILTER, scope_ids: Iterable[str] = ()
+    ) -> sql.Composed:
+        """Statement ``name`` with the schema, the scope (comparing ``scope_ids``, of
+        :data:`SCOPE_IDS`) and ``filters`` composed in."""
         raw = raw_queries()
-        scope = sql.SQL(raw["scope"]).format(filters=filters)
+        ids = sql.SQL(" ").join(sql.SQL(raw[f"scope_{column}"]) for column in scope_ids)
+        scope = sql.SQL(raw["scope"]).format(scope_ids=ids, filters=filters)
         return sql.SQL(raw[name]).format(
             schema=self.schema, scope=scope, filters=filters
         )

@@ -8,6 +8,8 @@ each statement exists once for :class:`~pgmem.Memory` and :class:`~pgmem.AsyncMe
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,15 +19,17 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from pgmem.queries import Queries
+from pgmem.queries import NO_FILTER, SCOPE_IDS, Queries, raw_queries
 
 Row = dict[str, Any]
 T = TypeVar("T")
 
 #: What an executor does with a statement: send it and read "nothing" (in pipeline mode it then
-#: travels with the next statement), fetch "one" row or "all" rows, or not run it at all and
-#: return its "text" with the parameters inlined.
-Fetch = Literal["nothing", "one", "all", "text"]
+#: travels with the next statement), fetch "one" row or "all" rows, not run it at all and
+#: return its "text" with the parameters inlined, or return the EXPLAIN of its generic "plan"
+#: (run, with "analyze").
+Fetch = Literal["nothing", "one", "all", "text", "plan", "analyze"]
+_PLACEHOLDER = re.compile(r"%\((\w+)\)[sb]|%%")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Statement(Generic[T]):
     fetch: Fetch
     read: Callable[[Any], T]
     prepare: bool | None = None
+    binary: bool = False  # rows in binary: no text formatting of timestamps and floats
 
 
 def execute(conn: psycopg.Connection, statement: Statement[T]) -> T:
@@ -46,11 +51,17 @@ def execute(conn: psycopg.Connection, statement: Statement[T]) -> T:
     query, params, prepare = statement.query, statement.params, statement.prepare
     if statement.fetch == "text":
         return statement.read(psycopg.ClientCursor(conn).mogrify(query, params))
+    if statement.fetch in ("plan", "analyze"):
+        prepare_it, explain, deallocate = explain_statements(psycopg.ClientCursor(conn), statement)
+        conn.execute(prepare_it)
+        row = conn.execute(explain).fetchone()
+        conn.execute(deallocate)
+        return statement.read(row[0] if row else None)
     if statement.fetch == "nothing":
         conn.execute(query, params, prepare=prepare)
         return statement.read(None)
     with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(query, params, prepare=prepare)
+        cur.execute(query, params, prepare=prepare, binary=statement.binary)
         return statement.read(cur.fetchone() if statement.fetch == "one" else cur.fetchall())
 
 
@@ -59,13 +70,48 @@ async def execute_async(conn: psycopg.AsyncConnection, statement: Statement[T]) 
     query, params, prepare = statement.query, statement.params, statement.prepare
     if statement.fetch == "text":
         return statement.read(psycopg.AsyncClientCursor(conn).mogrify(query, params))
+    if statement.fetch in ("plan", "analyze"):
+        cursor = psycopg.AsyncClientCursor(conn)
+        prepare_it, explain, deallocate = explain_statements(cursor, statement)
+        await conn.execute(prepare_it)
+        row = await (await conn.execute(explain)).fetchone()
+        await conn.execute(deallocate)
+        return statement.read(row[0] if row else None)
     if statement.fetch == "nothing":
         await conn.execute(query, params, prepare=prepare)
         return statement.read(None)
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query, params, prepare=prepare)
+        await cur.execute(query, params, prepare=prepare, binary=statement.binary)
         fetched = await cur.fetchone() if statement.fetch == "one" else await cur.fetchall()
         return statement.read(fetched)
+
+
+def explain_statements(
+    cursor: psycopg.ClientCursor[Any] | psycopg.AsyncClientCursor[Any], statement: Statement[Any]
+) -> tuple[sql.Composed, sql.Composed, sql.Composed]:
+    """The ``explain_*`` statements of ``statement``: PREPARE it with its parameters numbered,
+    EXPLAIN EXECUTE it with their values inlined, DEALLOCATE it."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) is None:  # %%
+            return "%"
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    text = _PLACEHOLDER.sub(number, statement.query.as_string(cursor))
+    params = statement.params or {}
+    values = cursor.mogrify(", ".join(["%s"] * len(names)), [params[n] for n in names])
+    queries = raw_queries()
+    return (
+        sql.SQL(queries["explain_prepare"]).format(statement=sql.SQL(text)),
+        sql.SQL(queries["explain_execute"]).format(
+            analyze=sql.SQL("true" if statement.fetch == "analyze" else "false"),
+            values=sql.SQL(values),
+        ),
+        sql.SQL(queries["explain_deallocate"]).format(),
+    )
 
 
 class Store:
@@ -94,8 +140,7 @@ class Store:
 
     def list_memories(self, params: Row, filters: sql.Composable) -> Statement[list[Row]]:
         """Up to ``limit`` memories of the scope after the cursor position, oldest first."""
-        # Not server-prepared: a generic plan cannot prune the optional scope conditions.
-        return self._statement("list_memories", params, "all", _rows, filters, prepare=False)
+        return self._statement("list_memories", params, "all", _rows, filters)
 
     def memory_history(self, params: Row) -> Statement[list[Row]]:
         """The events of memory ``id``, oldest first."""
@@ -107,7 +152,7 @@ class Store:
 
     def lock_scope_memories(self, params: Row) -> Statement[list[uuid.UUID]]:
         """Lock every memory of the scope for this transaction; their ids."""
-        return self._statement("lock_scope_memories", params, "all", _ids, prepare=False)
+        return self._statement("lock_scope_memories", params, "all", _ids)
 
     def lock_linked_entities(self, params: Row) -> Statement[None]:
         """Lock the entities linked to memories ``ids`` for this transaction."""
@@ -126,20 +171,35 @@ class Store:
     # -- search
 
     def search(self, params: Row, filters: sql.Composable) -> Statement[list[Row]]:
-        """Every candidate of the three legs with its raw signals."""
-        # Never server-prepared: a generic plan cannot prune the optional scope conditions or
-        # the unused semantic branch.
-        return self._statement("search", params, "all", _rows, filters, prepare=False)
+        """Every candidate of the three legs with its raw signals. Server-prepared, to run after
+        :meth:`set_search_options`: parsed and planned once per connection and scope shape."""
+        statement = self._statement("search", params, "all", _rows, filters, prepare=True)
+        return dataclasses.replace(statement, binary=True)
+
+    def explain_search(
+        self, params: Row, filters: sql.Composable, *, analyze: bool
+    ) -> Statement[dict[str, Any]]:
+        """EXPLAIN (FORMAT JSON) of the search statement's generic plan (run, with
+        ``analyze``), to run after :meth:`set_search_options`."""
+        return self._statement("search", params, "analyze" if analyze else "plan", _plan, filters)
 
     def search_sql(self, params: Row, filters: sql.Composable) -> Statement[str]:
         """The search statement with its parameters inlined, for humans (EXPLAIN, --sql)."""
         return self._statement("search", params, "text", str, filters)
 
-    def set_search_options(self, ef_search: int) -> Statement[None]:
-        """Iterative HNSW scans for this transaction (pgvector >= 0.8)."""
-        query = sql.SQL(
-            "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {}"
-        ).format(sql.Literal(ef_search))
+    def set_search_options(self, ef_search: int | None) -> Statement[None]:
+        """The search's settings for this transaction: the search statement's generic plan
+        (see ``sql/queries.sql``), and (``ef_search`` given, pgvector >= 0.8) iterative HNSW
+        scans."""
+        options: list[sql.Composable] = [
+            sql.SQL("SET LOCAL plan_cache_mode = force_generic_plan")
+        ]
+        if ef_search is not None:
+            options += [
+                sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
+                sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)),
+            ]
+        query = sql.SQL("; ").join(options)
         return Statement("set_search_options", query, None, "nothing", _nothing)
 
     def schema_dimension(self) -> Statement[int | None]:
@@ -157,7 +217,8 @@ class Store:
         *,
         prepare: bool | None = None,
     ) -> Statement[T]:
-        query = self.queries.get(name) if filters is None else self.queries.get(name, filters)
+        scope_ids = [column for column in SCOPE_IDS if params.get(column) is not None]
+        query = self.queries.get(name, NO_FILTER if filters is None else filters, scope_ids)
         return Statement(name, query, params, fetch, read, prepare)
 
 
@@ -182,6 +243,10 @@ def _found(row: Row | None) -> bool:
 
 def _ids(rows: list[Row]) -> list[uuid.UUID]:
     return [row["id"] for row in rows]
+
+
+def _plan(explained: list[dict[str, Any]]) -> dict[str, Any]:
+    return explained[0]
 
 
 def _dim(row: Row | None) -> int | None:

@@ -1,77 +1,103 @@
 -- pgmem's statements, one named block each (`-- name: <name>`), loaded once by pgmem/queries.py.
 -- {schema} is pgmem's schema (an identifier), {scope} the scope-and-filter condition on the
--- memory alias `m` (the block `scope` below plus the compiled metadata filter). Every value is
--- a bound, cast parameter.
+-- memory alias `m` (the block `scope` below with the given ids and the compiled metadata
+-- filter). Every value is a bound, cast parameter.
 
 -- name: scope
--- The rows a call may see: one tenant, the given scope columns, the metadata filter.
-m.tenant = %(tenant)s
-AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s::text)
-AND (%(agent_id)s::text IS NULL OR m.agent_id = %(agent_id)s::text)
-AND (%(run_id)s::text IS NULL OR m.run_id = %(run_id)s::text)
-AND {filters}
+-- The rows a call may see: one tenant, the scope ids the call gives ({scope_ids}: the blocks
+-- below of the ids given), the metadata filter. Only the ids given are compared, so that a
+-- prepared statement's generic plan reads the index of each one.
+m.tenant = %(tenant)s {scope_ids} AND {filters}
+
+-- name: scope_user_id
+AND m.user_id = %(user_id)s::text
+
+-- name: scope_agent_id
+AND m.agent_id = %(agent_id)s::text
+
+-- name: scope_run_id
+AND m.run_id = %(run_id)s::text
 
 -- name: search
 -- Steps 2-7 of the pipeline in one statement: the three legs, their union, and every
 -- candidate's exact cosine similarity, keyword scores and entity hits. Python fuses.
+-- It runs as a prepared statement with a generic plan, made once per connection: planning a
+-- statement of this size costs more than running it. So no plan choice may hang on a value:
+-- where the best path depends on the scope's size, both paths are in the plan and scope_size
+-- picks one at run time.
 WITH
--- Semantic leg. The HNSW index serves the first branch (iterative scans keep a filtered scope
--- from under-returning on pgvector >= 0.8); the second is an exact scan over the scope, for
--- older pgvector. %(exact_scan)s picks one; the other is pruned at plan time.
+-- The scope's size, counted up to %(scan_rows)s + 1 (on the index of a scope id). A scope up
+-- to %(scan_rows)s memories is read row by row -- exact, and faster than an index walk over a
+-- table where it is a small fraction; a larger one is searched through the HNSW and GIN indexes.
+scope_size AS MATERIALIZED (
+    SELECT count(*) AS n
+      FROM (SELECT FROM {schema}.memories m WHERE {scope} LIMIT %(scan_rows)s + 1) s
+),
+-- Semantic leg. The first branch walks the HNSW index, filtered by the scope: a large scope,
+-- on pgvector >= 0.8 (iterative scans keep a filtered walk from under-returning). Its scope
+-- condition is wrapped in IS TRUE, which no btree index matches, so that the plan cannot read
+-- the scope by a scope id instead. The second branch reads every memory of the scope: a small
+-- scope, or any scope on older pgvector (%(exact_scan)s).
 semantic AS MATERIALIZED (
-    (SELECT m.id
+    (SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+            m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector) AS semantic
        FROM {schema}.memories m
-      WHERE NOT %(exact_scan)s::boolean AND {scope}
+      WHERE NOT %(exact_scan)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s
+        AND ({scope}) IS TRUE
       ORDER BY m.embedding <=> %(embedding)s::vector
       LIMIT %(semantic_limit)s)
     UNION ALL
-    (SELECT s.id
-       FROM (SELECT m.id, m.embedding
+    (SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at,
+            s.updated_at, 1 - (s.embedding <=> %(embedding)s::vector) AS semantic
+       FROM (SELECT m.*
                FROM {schema}.memories m
-              WHERE %(exact_scan)s::boolean AND {scope}
+              WHERE (%(exact_scan)s::boolean OR (SELECT n FROM scope_size) <= %(scan_rows)s)
+                AND {scope}
              OFFSET 0) s
       ORDER BY s.embedding <=> %(embedding)s::vector
       LIMIT %(semantic_limit)s)
 ),
--- Keyword leg: an OR query of the query's lemmas, scored by ts_rank_cd and by BM25 from the
--- stored tsvector (term frequency, document length, document frequency within the scope).
+-- Keyword leg: an OR query of the query's lemmas, scored by BM25 from the stored tsvector (term
+-- frequency, document length, document frequency within the scope) or by ts_rank_cd.
 scope_stats AS (
     SELECT count(*)::float8 AS n_docs, coalesce(avg(m.lexeme_count), 0)::float8 AS avg_len
       FROM {schema}.memories m
      WHERE %(tsquery)s::tsquery IS NOT NULL AND {scope}
 ),
 keyword_docs AS MATERIALIZED (
-    SELECT m.id, m.lexemes, m.lexeme_count
-      FROM {schema}.memories m
-     WHERE %(tsquery)s::tsquery IS NOT NULL AND m.lexemes @@ %(tsquery)s::tsquery AND {scope}
+    SELECT d.*,
+           CASE WHEN %(keyword_score)s = 'ts_rank_cd'
+                THEN ts_rank_cd(d.lexemes, %(tsquery)s::tsquery) END AS rank_cd
+      FROM ((SELECT m.id, m.lexemes, m.lexeme_count  -- a small scope: each memory matched
+               FROM {schema}.memories m
+              WHERE %(tsquery)s::tsquery IS NOT NULL
+                AND (SELECT n FROM scope_size) <= %(scan_rows)s
+                AND {scope} AND (m.lexemes @@ %(tsquery)s::tsquery) IS TRUE)
+            UNION ALL
+            (SELECT m.id, m.lexemes, m.lexeme_count  -- a large one: the GIN index
+               FROM {schema}.memories m
+              WHERE %(tsquery)s::tsquery IS NOT NULL
+                AND (SELECT n FROM scope_size) > %(scan_rows)s
+                AND m.lexemes @@ %(tsquery)s::tsquery AND ({scope}) IS TRUE)) d
 ),
--- Each query lexeme's frequency in each matching document. A document holding a query lexeme
--- matches the OR query, so document frequencies within the scope are counted right here.
-keyword_tf AS MATERIALIZED (
-    SELECT k.id, k.lexeme_count, u.lexeme, cardinality(u.positions)::float8 AS n
+-- Each query lexeme's frequency in each matching document, and its document frequency: a
+-- document holding a query lexeme matches the OR query, so the matching documents are all the
+-- scope's documents that hold it.
+keyword_tf AS (
+    SELECT k.id, k.lexeme_count, k.rank_cd, cardinality(u.positions)::float8 AS n,
+           count(*) OVER (PARTITION BY u.lexeme) AS df
       FROM keyword_docs k
      CROSS JOIN LATERAL unnest(k.lexemes) AS u(lexeme, positions, weights)
      WHERE u.lexeme = ANY (%(lexemes)s::text[])
 ),
-terms AS MATERIALIZED (
-    SELECT f.lexeme, ln(1 + (st.n_docs - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+keyword_scored AS MATERIALIZED (
+    SELECT f.id, max(f.rank_cd) AS rank_cd,
+           sum(ln(1 + (st.n_docs - f.df + 0.5) / (f.df + 0.5)) * f.n * (%(bm25_k1)s + 1)
+               / (f.n + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * f.lexeme_count
+                                         / greatest(st.avg_len, 1)))) AS bm25
       FROM keyword_tf f
      CROSS JOIN scope_stats st
-     GROUP BY f.lexeme, st.n_docs
-),
-keyword_scored AS MATERIALIZED (
-    SELECT k.id,
-           ts_rank_cd(k.lexemes, %(tsquery)s::tsquery) AS rank_cd,
-           b.bm25
-      FROM keyword_docs k
-      JOIN (SELECT f.id,
-                   sum(t.idf * f.n * (%(bm25_k1)s + 1)
-                       / (f.n + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * f.lexeme_count
-                                                 / greatest(st.avg_len, 1)))) AS bm25
-              FROM keyword_tf f
-              JOIN terms t ON t.lexeme = f.lexeme
-             CROSS JOIN scope_stats st
-             GROUP BY f.id) b ON b.id = k.id
+     GROUP BY f.id
 ),
 keyword AS (
     SELECT k.id
@@ -79,30 +105,31 @@ keyword AS (
      ORDER BY CASE WHEN %(keyword_score)s = 'bm25' THEN k.bm25 ELSE k.rank_cd END DESC, k.id
      LIMIT %(keyword_limit)s
 ),
--- Entity leg, driven from the scope: the scope's links (read once), each query entity compared
--- exactly with the entities they reach (its nearest ones with similarity >= the minimum), and
--- the links of those. Its cost follows the scope, not the tenant's entity table, and needs no
--- iterative scan, so every pgvector version takes this path.
+-- Entity leg, driven from the scope: the scope's links (read once), the entities they reach
+-- (fetched by key), each query entity compared exactly with those (its nearest ones with
+-- similarity >= the minimum), and the links of the matches. Its cost follows the scope, not the
+-- tenant's entity table, and needs no iterative scan, so every pgvector version takes this path.
 scope_links AS MATERIALIZED (
     SELECT me.memory_id, me.entity_id
       FROM {schema}.memories m
       JOIN {schema}.memory_entities me ON me.tenant = m.tenant AND me.memory_id = m.id
-     WHERE cardinality(%(entity_embeddings)s::vector[]) > 0 AND {scope}
+     WHERE cardinality(%(entity_embeddings)b::vector[]) > 0 AND {scope}
+),
+scope_entities AS MATERIALIZED (
+    SELECT e.id, e.name, e.embedding
+      FROM {schema}.entities e
+     WHERE e.tenant = %(tenant)s
+       AND e.id = ANY (ARRAY(SELECT DISTINCT l.entity_id FROM scope_links l))
 ),
 entity_match AS (
-    SELECT q.n AS query_entity, e.id AS entity_id, e.name,
-           1 - (e.embedding <=> q.embedding) AS similarity
-      FROM unnest(%(entity_embeddings)s::vector[]) WITH ORDINALITY AS q(embedding, n)
+    SELECT q.n AS query_entity, e.id AS entity_id, e.name, e.similarity
+      FROM unnest(%(entity_embeddings)b::vector[]) WITH ORDINALITY AS q(embedding, n)
      CROSS JOIN LATERAL (
-            SELECT x.id, x.name, x.embedding
-              FROM (SELECT e.id, e.name, e.embedding
-                      FROM {schema}.entities e
-                     WHERE e.tenant = %(tenant)s
-                       AND e.id IN (SELECT l.entity_id FROM scope_links l)
-                    OFFSET 0) x  -- exact distances over the scope's entities
+            SELECT x.id, x.name, 1 - (x.embedding <=> q.embedding) AS similarity
+              FROM scope_entities x
              ORDER BY x.embedding <=> q.embedding
              LIMIT %(entity_neighbours)s) e
-     WHERE 1 - (e.embedding <=> q.embedding) >= %(entity_min_similarity)s
+     WHERE e.similarity >= %(entity_min_similarity)s
 ),
 entity_links AS MATERIALIZED (
     SELECT l.memory_id AS id, em.query_entity, em.entity_id, em.name, em.similarity
@@ -132,16 +159,26 @@ entity_hits AS (
 entity AS (
     SELECT h.id FROM entity_hits h ORDER BY h.rank DESC, h.id LIMIT %(entity_limit)s
 ),
+-- Every candidate with its columns: the semantic leg's rows as they are, the other legs' rows
+-- fetched by key.
+others AS (
+    SELECT id FROM keyword UNION SELECT id FROM entity
+    EXCEPT SELECT id FROM semantic
+),
 candidates AS (
-    SELECT id, 'semantic' AS leg FROM semantic
-    UNION ALL SELECT id, 'keyword' FROM keyword
-    UNION ALL SELECT id, 'entity' FROM entity
+    SELECT s.*, TRUE AS semantic_leg FROM semantic s
+    UNION ALL
+    SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+           m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector), FALSE
+      FROM others o
+      JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = o.id
 )
-SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, m.updated_at,
-       1 - (m.embedding <=> %(embedding)s::vector) AS semantic,
-       k.bm25, k.rank_cd, h.hits AS entity_hits, c.legs
-  FROM (SELECT id, array_agg(leg ORDER BY leg) AS legs FROM candidates GROUP BY id) c
-  JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = c.id
+SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata, c.created_at, c.updated_at,
+       c.semantic, k.bm25, k.rank_cd, h.hits AS entity_hits,
+       array_remove(ARRAY[CASE WHEN c.id IN (SELECT id FROM entity) THEN 'entity' END,
+                          CASE WHEN c.id IN (SELECT id FROM keyword) THEN 'keyword' END,
+                          CASE WHEN c.semantic_leg THEN 'semantic' END], NULL) AS legs
+  FROM candidates c
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
 
@@ -429,3 +466,15 @@ SELECT extversion FROM pg_extension WHERE extname = 'vector'
 SELECT a.atttypmod AS dim
   FROM pg_attribute a
  WHERE a.attrelid = to_regclass(%(memories_table)s) AND a.attname = 'embedding'
+
+-- name: explain_prepare
+-- explain_search: the search statement prepared under a name (its parameters numbered), so
+-- that EXPLAIN shows the generic plan a search runs with; EXPLAIN of a statement sent with its
+-- parameters would show a plan made for their values.
+PREPARE pgmem_explained AS {statement}
+
+-- name: explain_execute
+EXPLAIN (FORMAT JSON, ANALYZE {analyze}) EXECUTE pgmem_explained ({values})
+
+-- name: explain_deallocate
+DEALLOCATE pgmem_explained

@@ -52,7 +52,7 @@ def test_memory_and_async_memory_have_the_same_surface() -> None:
     methods = {n for n in names if inspect.isfunction(getattr(pgmem.Memory, n))}
     assert methods == {
         "add", "add_many", "update", "delete", "delete_all", "get", "get_all", "history",
-        "search", "search_sql", "close",
+        "search", "search_sql", "explain_search", "close",
     }
     for name in methods:
         sync, coro = getattr(pgmem.Memory, name), getattr(pgmem.AsyncMemory, name)
@@ -192,6 +192,9 @@ def test_search_is_the_same_through_both_facades(
     assert hits == expected and hits[0].text.startswith("Caroline moved")
     assert [h.explain for h in hits] == [h.explain for h in expected]
     assert facade.search_sql(query, user_id="u1", filters={"k": {"eq": 1}}) == expected_sql
+    plan = facade.explain_search(query, user_id="u1", analyze=True)
+    assert plan["Plan"]["Actual Rows"] == 5  # every memory of the scope is a candidate
+    assert "Actual Rows" not in facade.explain_search(query, user_id="u1")["Plan"]
     assert facade.search(query, user_id="u1", filters={"k": {"eq": 1}}) == []
     with pytest.raises(pgmem.ConfigurationError, match="reranker"):
         facade.search(query, user_id="u1", rerank=True)

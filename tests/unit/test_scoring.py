@@ -117,9 +117,9 @@ def test_keyword_only_fusion_has_no_semantic_gate() -> None:
 
 
 def test_internal_limit_over_fetches() -> None:
-    assert scoring.internal_limit(1) == 60
-    assert scoring.internal_limit(15) == 60
-    assert scoring.internal_limit(20) == 80
+    assert scoring.internal_limit(1) == 20
+    assert scoring.internal_limit(10) == 20
+    assert scoring.internal_limit(20) == 40
 
 
 def test_equal_scores_are_ordered_by_similarity() -> None:
