@@ -34,7 +34,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.rows import dict_row
 
 import pgmem
 from benchmarks import corpus, dialogues, report
@@ -122,13 +123,13 @@ class Searcher:
         return Searched(seconds, hits, [s.text for s in settings], statements)
 
     def timed(self, settings: Sequence[str], statement: str, params: Any
-              ) -> tuple[float, list[Any]]:
+              ) -> tuple[float, list[dict[str, Any]]]:
         """Run ``statement`` (unprepared) in a transaction after ``settings``; seconds, rows."""
-        with self.conn.transaction():
+        with self.conn.transaction(), self.conn.cursor(row_factory=dict_row) as cur:
             for setting in settings:
-                self.conn.execute(setting)
+                cur.execute(setting)
             began = time.perf_counter()
-            rows = self.conn.execute(statement, params, prepare=False).fetchall()
+            rows = cur.execute(statement, params, prepare=False).fetchall()
             return time.perf_counter() - began, rows
 
     def bare(self, query: corpus.Query, searched: Searched, k: int) -> tuple[float, int]:
@@ -138,13 +139,31 @@ class Searcher:
         seconds, rows = self.timed(searched.settings, BARE, params)
         return seconds, len(rows)
 
-    def explain(self, searched: Searched, statement: str | None = None) -> str:
-        """EXPLAIN (ANALYZE, BUFFERS) of the search statement (or ``statement`` with its
-        parameters) under the search's settings."""
-        text = statement or searched.statement.text
-        _, rows = self.timed(searched.settings, "EXPLAIN (ANALYZE, BUFFERS) " + text,
-                             searched.statement.params)
-        return "\n".join(r[0] for r in rows)
+    def explain(self, query: corpus.Query) -> str:
+        """EXPLAIN ANALYZE of the plan a search of ``query`` runs with."""
+        plan = self.memory.explain_search(query.text, user_id=query.user_id, limit=LIMIT,
+                                          analyze=True)
+        return "\n".join(plan_lines(plan["Plan"])) + (
+            f"\nExecution Time: {plan['Execution Time']:.3f} ms")
+
+    def explain_other(self, searched: Searched, statement: str) -> str:
+        """EXPLAIN (ANALYZE, BUFFERS) of another statement, as :func:`other_settings` run it."""
+        _, rows = self.timed(other_settings(searched.settings),
+                             "EXPLAIN (ANALYZE, BUFFERS) " + statement,
+                             other_params(statement, searched.statement.params))
+        return "\n".join(r["QUERY PLAN"] for r in rows)
+
+
+def plan_lines(node: dict[str, Any], depth: int = 0) -> Iterator[str]:
+    """An EXPLAIN (FORMAT JSON) plan as an indented tree, without the nodes that did not run."""
+    if node.get("Actual Loops", 1) == 0:
+        return
+    name = node.get("Index Name") or node.get("CTE Name") or node.get("Subplan Name") or ""
+    yield (f"{'  ' * depth}{node['Node Type']} {name}".rstrip()
+           + f"  (rows={node.get('Actual Rows')} loops={node.get('Actual Loops')}"
+           f" time={node.get('Actual Total Time')} ms)")
+    for child in node.get("Plans", []):
+        yield from plan_lines(child, depth + 1)
 
 
 def leg_statement(search: str, select: str) -> str:
@@ -154,7 +173,7 @@ def leg_statement(search: str, select: str) -> str:
     return search[: final + 1] + select
 
 
-def other_statement(conn: psycopg.Connection, path: Path) -> str:  # type: ignore[type-arg]
+def other_statement(conn: psycopg.Connection, path: Path) -> str:
     """Another search statement, composed as pgmem composes its own, for the benchmark's
     searches (scoped by user, without metadata filters): the ``search`` block of a queries file
     (e.g. an older revision's, from ``git show REV:sql/queries.sql``, with its own ``scope``
@@ -176,15 +195,28 @@ def other_params(statement: str, params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def comparable(rows: Sequence[Any]) -> dict[Any, tuple[Any, ...]]:
-    """The search statement's rows by id, floats rounded: to compare two statements."""
+def other_settings(settings: Sequence[str]) -> list[str]:
+    """The search's settings, for another revision's statement: without the plan-cache mode of
+    pgmem's prepared statement (sent unprepared, the other statement is planned for its
+    values, as older revisions ran it)."""
+    return [s for s in settings if "plan_cache_mode" not in s]
+
+
+def comparable(rows: Sequence[dict[str, Any]]) -> dict[Any, tuple[Any, ...]]:
+    """The search statement's rows by id, floats rounded: to compare two statements (entity
+    hits as this revision returns them, or as older ones did, in one jsonb list)."""
     def num(x: Any) -> Any:
         return None if x is None else round(float(x), 9)
 
     out = {}
     for r in rows:
-        hits = sorted((h["name"], num(h["similarity"]), h["spread"]) for h in (r[11] or []))
-        out[r[0]] = (num(r[8]), num(r[9]), num(r[10]), tuple(hits), tuple(r[12]))
+        if "entity_hits" in r:
+            triples = [(h["name"], h["similarity"], h["spread"]) for h in r["entity_hits"] or []]
+        else:
+            triples = list(zip(r["entity_names"] or [], r["entity_similarities"] or [],
+                               r["entity_spreads"] or []))
+        hits = sorted((name, num(similarity), spread) for name, similarity, spread in triples)
+        out[r["id"]] = (num(r["semantic"]), num(r["bm25"]), tuple(hits), tuple(r["legs"]))
     return out
 
 
@@ -229,7 +261,7 @@ def measure(
         searcher.memory.search("warm up", user_id=queries[0].user_id)  # reads the server
         warm = [searcher.search(q) for q in queries]
         if explain:
-            result.explain = searcher.explain(warm[0])
+            result.explain = searcher.explain(queries[0])
         methods = []
         if compare is not None:
             other = other_statement(searcher.conn, compare)
@@ -237,14 +269,14 @@ def measure(
             params = [other_params(other, w.statement.params) for w in warm]
             for w, p in zip(warm, params):
                 rows = [searcher.timed(w.settings, w.statement.text, w.statement.params)[1],
-                        searcher.timed(w.settings, other, p)[1]]
+                        searcher.timed(other_settings(w.settings), other, p)[1]]
                 result.same_rows += comparable(rows[0]) == comparable(rows[1])
             if explain:
-                result.other_explain = searcher.explain(warm[0], other)
+                result.other_explain = searcher.explain_other(warm[0], other)
 
             def run_other(i: int, q: corpus.Query) -> None:
                 prelude(q)
-                seconds, _ = searcher.timed(warm[i].settings, other, params[i])
+                seconds, _ = searcher.timed(other_settings(warm[i].settings), other, params[i])
                 result.other.append(seconds)
             methods.append(run_other)
 

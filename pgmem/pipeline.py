@@ -171,7 +171,7 @@ def fuse_rows(
     """Score the statement's rows (step 8) and turn the best ``limit`` into hits."""
     keyword_score = plan.params["keyword_score"]
     by_id = {row["id"]: row for row in rows}
-    hits_by_id = {row["id"]: _entity_hits(row["entity_hits"]) for row in rows}
+    hits_by_id = {row["id"]: _entity_hits(row) for row in rows}
     # Order candidates by id first so that ties break the same way on every run.
     candidates = [
         scoring.Signals(
@@ -212,13 +212,15 @@ def fuse_rows(
     ]
 
 
-def _entity_hits(raw: Any) -> tuple[EntityHit, ...]:
-    if not raw:
+def _entity_hits(row: dict[str, Any]) -> tuple[EntityHit, ...]:
+    """A candidate's entity hits: the statement's three parallel arrays (NULL without hits)."""
+    if not row["entity_names"]:
         return ()
-    items = json.loads(raw) if isinstance(raw, str) else raw
     hits = (
-        EntityHit(name=h["name"], similarity=float(h["similarity"]), spread=int(h["spread"]))
-        for h in items
+        EntityHit(name=name, similarity=float(similarity), spread=int(spread))
+        for name, similarity, spread in zip(
+            row["entity_names"], row["entity_similarities"], row["entity_spreads"], strict=True
+        )
     )
     return tuple(sorted(hits, key=lambda h: (-h.similarity, h.name)))
 

@@ -48,13 +48,14 @@ semantic AS MATERIALIZED (
       LIMIT %(semantic_limit)s)
     UNION ALL
     (SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at,
-            s.updated_at, 1 - (s.embedding <=> %(embedding)s::vector) AS semantic
-       FROM (SELECT m.*
+            s.updated_at, 1 - s.distance AS semantic
+       FROM (SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+                    m.updated_at, m.embedding <=> %(embedding)s::vector AS distance
                FROM {schema}.memories m
               WHERE (%(exact_scan)s::boolean OR (SELECT n FROM scope_size) <= %(scan_rows)s)
                 AND {scope}
              OFFSET 0) s
-      ORDER BY s.embedding <=> %(embedding)s::vector
+      ORDER BY s.distance
       LIMIT %(semantic_limit)s)
 ),
 -- Keyword leg: an OR query of the query's lemmas, scored by BM25 from the stored tsvector (term
@@ -149,8 +150,8 @@ entity_spread AS MATERIALIZED (
 ),
 entity_hits AS (
     SELECT l.id,
-           jsonb_agg(jsonb_build_object('name', l.name, 'similarity', l.similarity,
-                                        'spread', s.spread)) AS hits,
+           array_agg(l.name) AS names, array_agg(l.similarity) AS similarities,
+           array_agg(s.spread) AS spreads,
            max(l.similarity / (1 + %(spread_decay)s * (s.spread - 1) ^ 2)) AS rank
       FROM entity_links l
       JOIN entity_spread s USING (query_entity, entity_id)
@@ -174,7 +175,8 @@ candidates AS (
       JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = o.id
 )
 SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata, c.created_at, c.updated_at,
-       c.semantic, k.bm25, k.rank_cd, h.hits AS entity_hits,
+       c.semantic, k.bm25, k.rank_cd, h.names AS entity_names,
+       h.similarities AS entity_similarities, h.spreads AS entity_spreads,
        array_remove(ARRAY[CASE WHEN c.id IN (SELECT id FROM entity) THEN 'entity' END,
                           CASE WHEN c.id IN (SELECT id FROM keyword) THEN 'keyword' END,
                           CASE WHEN c.semantic_leg THEN 'semantic' END], NULL) AS legs
