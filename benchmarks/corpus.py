@@ -342,7 +342,7 @@ def load(
                     entity_id, _ = entities.setdefault(entity.name, (uuid.uuid4(), entity))
                     if entity_id not in linked:
                         linked.add(entity_id)
-                        links.append((TENANT, memory_id, entity_id))
+                        links.append((TENANT, memory_id, entity_id, row.user_id))
                 n += 1
         conn.execute(
             "INSERT INTO pgmem.memories (tenant, id, user_id, text, content_hash, metadata,"
@@ -356,7 +356,7 @@ def load(
                 copy.write_row(
                     (TENANT, entity_id, entity.name, entity.label, surfaces[entity.surface]))
         with conn.cursor() as cur, cur.copy(
-            "COPY pgmem.memory_entities (tenant, memory_id, entity_id) FROM STDIN"
+            "COPY pgmem.memory_entities (tenant, memory_id, entity_id, user_id) FROM STDIN"
         ) as copy:
             for link in links:
                 copy.write_row(link)

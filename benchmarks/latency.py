@@ -216,7 +216,9 @@ def comparable(rows: Sequence[dict[str, Any]]) -> dict[Any, tuple[Any, ...]]:
             triples = list(zip(r["entity_names"] or [], r["entity_similarities"] or [],
                                r["entity_spreads"] or []))
         hits = sorted((name, num(similarity), spread) for name, similarity, spread in triples)
-        out[r["id"]] = (num(r["semantic"]), num(r["bm25"]), tuple(hits), tuple(r["legs"]))
+        legs = r["legs"] if "legs" in r else [
+            leg for leg in ("entity", "keyword", "semantic") if r[f"{leg}_leg"]]
+        out[r["id"]] = (num(r["semantic"]), num(r["bm25"]), tuple(hits), tuple(legs))
     return out
 
 

@@ -203,13 +203,18 @@ def fuse_rows(
                 score=f.score,
                 keyword_score=keyword_score,
                 entity_hits=hits_by_id[f.key],
-                legs=tuple(by_id[f.key]["legs"]),
+                legs=_legs(by_id[f.key]),
                 signals=plan.signals,
                 notes=plan.notes,
             ),
         )
         for f in fused
     ]
+
+
+def _legs(row: dict[str, Any]) -> tuple[str, ...]:
+    """The legs that returned a candidate, by name."""
+    return tuple(leg for leg in sorted(LEGS) if row[f"{leg}_leg"])
 
 
 def _entity_hits(row: dict[str, Any]) -> tuple[EntityHit, ...]:

@@ -1,7 +1,8 @@
 """pgmem's SQL, kept in ``sql/queries.sql`` as ``-- name: <name>`` blocks and parsed once.
 
 Blocks hold ``{schema}`` (pgmem's schema), ``{scope}`` (the ``scope`` block, comparing the scope
-ids a call gives) and ``{filters}`` (a compiled metadata filter): identifiers and compiled SQL fragments, composed with
+ids a call gives, with the metadata filter), ``{scope_ids}`` (the scope id comparisons alone)
+and ``{filters}`` (a compiled metadata filter): identifiers and compiled SQL fragments, composed with
 ``psycopg.sql``. Values are never formatted in; they travel as ``%(name)s`` parameters.
 """
 
@@ -46,5 +47,5 @@ class Queries:
         ids = sql.SQL(" ").join(sql.SQL(raw[f"scope_{column}"]) for column in scope_ids)
         scope = sql.SQL(raw["scope"]).format(scope_ids=ids, filters=filters)
         return sql.SQL(raw[name]).format(
-            schema=self.schema, scope=scope, filters=filters
+            schema=self.schema, scope=scope, scope_ids=ids, filters=filters
         )

@@ -110,6 +110,9 @@ def tables(schema: str = DEFAULT_SCHEMA, dim: int = DEFAULT_DIM) -> Tables:
         _tenant(),
         sa.Column("memory_id", postgresql.UUID(as_uuid=True), nullable=False),
         sa.Column("entity_id", postgresql.UUID(as_uuid=True), nullable=False),
+        sa.Column("user_id", sa.Text),  # the memory's scope ids, copied
+        sa.Column("agent_id", sa.Text),
+        sa.Column("run_id", sa.Text),
         sa.PrimaryKeyConstraint("tenant", "memory_id", "entity_id", name="memory_entities_pkey"),
         sa.ForeignKeyConstraint(
             ["tenant", "memory_id"], [memories.c.tenant, memories.c.id],

@@ -1,7 +1,8 @@
 -- pgmem's statements, one named block each (`-- name: <name>`), loaded once by pgmem/queries.py.
 -- {schema} is pgmem's schema (an identifier), {scope} the scope-and-filter condition on the
 -- memory alias `m` (the block `scope` below with the given ids and the compiled metadata
--- filter). Every value is a bound, cast parameter.
+-- filter), {scope_ids} its scope id comparisons alone (on alias `m` too). Every value is a
+-- bound, cast parameter.
 
 -- name: scope
 -- The rows a call may see: one tenant, the scope ids the call gives ({scope_ids}: the blocks
@@ -26,19 +27,32 @@ AND m.run_id = %(run_id)s::text
 -- where the best path depends on the scope's size, both paths are in the plan and scope_size
 -- picks one at run time.
 WITH
--- The scope's size, counted up to %(scan_rows)s + 1 (on the index of a scope id). A scope up
--- to %(scan_rows)s memories is read row by row -- exact, and faster than an index walk over a
--- table where it is a small fraction; a larger one is searched through the HNSW and GIN indexes.
+-- The scope's size, counted up to %(scan_rows)s + 1 (on the index of a scope id). A scope of up
+-- to %(scan_rows)s memories is read once, row by row (scope_rows): exact, and faster than an
+-- index walk over a table where it is a small fraction. A larger one is searched through the
+-- HNSW and GIN indexes, its conditions wrapped in IS TRUE, which no btree index matches, so
+-- that the plan cannot read the scope by a scope id instead.
 scope_size AS MATERIALIZED (
     SELECT count(*) AS n
       FROM (SELECT FROM {schema}.memories m WHERE {scope} LIMIT %(scan_rows)s + 1) s
 ),
--- Semantic leg. The first branch walks the HNSW index, filtered by the scope: a large scope,
--- on pgvector >= 0.8 (iterative scans keep a filtered walk from under-returning). Its scope
--- condition is wrapped in IS TRUE, which no btree index matches, so that the plan cannot read
--- the scope by a scope id instead. The second branch reads every memory of the scope: a small
--- scope, or any scope on older pgvector (%(exact_scan)s).
+scope_rows AS MATERIALIZED (
+    SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+           m.updated_at, m.embedding <=> %(embedding)s::vector AS distance, m.lexeme_count,
+           CASE WHEN m.lexemes @@ %(tsquery)s::tsquery THEN m.lexemes END AS lexemes
+      FROM {schema}.memories m
+     WHERE (SELECT n FROM scope_size) <= %(scan_rows)s AND {scope}
+),
+-- Semantic leg: a small scope's nearest rows; else the HNSW index filtered by the scope
+-- (iterative scans keep a filtered walk from under-returning), or on pgvector < 0.8
+-- (%(exact_scan)s: no iterative scans) every row of the scope.
 semantic AS MATERIALIZED (
+    (SELECT r.id, r.user_id, r.agent_id, r.run_id, r.text, r.metadata, r.created_at,
+            r.updated_at, 1 - r.distance AS semantic
+       FROM scope_rows r
+      ORDER BY r.distance
+      LIMIT %(semantic_limit)s)
+    UNION ALL
     (SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
             m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector) AS semantic
        FROM {schema}.memories m
@@ -52,7 +66,7 @@ semantic AS MATERIALIZED (
        FROM (SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
                     m.updated_at, m.embedding <=> %(embedding)s::vector AS distance
                FROM {schema}.memories m
-              WHERE (%(exact_scan)s::boolean OR (SELECT n FROM scope_size) <= %(scan_rows)s)
+              WHERE %(exact_scan)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s
                 AND {scope}
              OFFSET 0) s
       ORDER BY s.distance
@@ -61,21 +75,23 @@ semantic AS MATERIALIZED (
 -- Keyword leg: an OR query of the query's lemmas, scored by BM25 from the stored tsvector (term
 -- frequency, document length, document frequency within the scope) or by ts_rank_cd.
 scope_stats AS (
-    SELECT count(*)::float8 AS n_docs, coalesce(avg(m.lexeme_count), 0)::float8 AS avg_len
+    SELECT count(*)::float8 AS n_docs, coalesce(avg(r.lexeme_count), 0)::float8 AS avg_len
+      FROM scope_rows r
+    HAVING (SELECT n FROM scope_size) <= %(scan_rows)s
+    UNION ALL
+    SELECT count(*)::float8, coalesce(avg(m.lexeme_count), 0)::float8
       FROM {schema}.memories m
-     WHERE %(tsquery)s::tsquery IS NOT NULL AND {scope}
+     WHERE %(tsquery)s::tsquery IS NOT NULL AND (SELECT n FROM scope_size) > %(scan_rows)s
+       AND {scope}
+    HAVING (SELECT n FROM scope_size) > %(scan_rows)s
 ),
 keyword_docs AS MATERIALIZED (
     SELECT d.*,
            CASE WHEN %(keyword_score)s = 'ts_rank_cd'
                 THEN ts_rank_cd(d.lexemes, %(tsquery)s::tsquery) END AS rank_cd
-      FROM ((SELECT m.id, m.lexemes, m.lexeme_count  -- a small scope: each memory matched
-               FROM {schema}.memories m
-              WHERE %(tsquery)s::tsquery IS NOT NULL
-                AND (SELECT n FROM scope_size) <= %(scan_rows)s
-                AND {scope} AND (m.lexemes @@ %(tsquery)s::tsquery) IS TRUE)
+      FROM ((SELECT r.id, r.lexemes, r.lexeme_count FROM scope_rows r WHERE r.lexemes IS NOT NULL)
             UNION ALL
-            (SELECT m.id, m.lexemes, m.lexeme_count  -- a large one: the GIN index
+            (SELECT m.id, m.lexemes, m.lexeme_count  -- a large scope: the GIN index
                FROM {schema}.memories m
               WHERE %(tsquery)s::tsquery IS NOT NULL
                 AND (SELECT n FROM scope_size) > %(scan_rows)s
@@ -85,11 +101,10 @@ keyword_docs AS MATERIALIZED (
 -- document holding a query lexeme matches the OR query, so the matching documents are all the
 -- scope's documents that hold it.
 keyword_tf AS (
-    SELECT k.id, k.lexeme_count, k.rank_cd, cardinality(u.positions)::float8 AS n,
-           count(*) OVER (PARTITION BY u.lexeme) AS df
-      FROM keyword_docs k
-     CROSS JOIN LATERAL unnest(k.lexemes) AS u(lexeme, positions, weights)
-     WHERE u.lexeme = ANY (%(lexemes)s::text[])
+    SELECT t.id, t.lexeme_count, t.rank_cd, cardinality((t.u).positions)::float8 AS n,
+           count(*) OVER (PARTITION BY (t.u).lexeme) AS df
+      FROM (SELECT k.*, unnest(k.lexemes) AS u FROM keyword_docs k) t  -- no tuplestore per row
+     WHERE (t.u).lexeme = ANY (%(lexemes)s::text[])
 ),
 keyword_scored AS MATERIALIZED (
     SELECT f.id, max(f.rank_cd) AS rank_cd,
@@ -111,10 +126,17 @@ keyword AS (
 -- similarity >= the minimum), and the links of the matches. Its cost follows the scope, not the
 -- tenant's entity table, and needs no iterative scan, so every pgvector version takes this path.
 scope_links AS MATERIALIZED (
-    SELECT me.memory_id, me.entity_id
-      FROM {schema}.memories m
-      JOIN {schema}.memory_entities me ON me.tenant = m.tenant AND me.memory_id = m.id
-     WHERE cardinality(%(entity_embeddings)b::vector[]) > 0 AND {scope}
+    SELECT l.memory_id, l.entity_id
+      FROM ((SELECT m.memory_id, m.entity_id  -- a small scope: by the index of a scope id
+               FROM {schema}.memory_entities m
+              WHERE m.tenant = %(tenant)s {scope_ids}
+                AND m.memory_id IN (SELECT r.id FROM scope_rows r))  -- the metadata filter
+            UNION ALL
+            (SELECT me.memory_id, me.entity_id  -- a large one: from its memories
+               FROM {schema}.memories m
+               JOIN {schema}.memory_entities me ON me.tenant = m.tenant AND me.memory_id = m.id
+              WHERE (SELECT n FROM scope_size) > %(scan_rows)s AND {scope})) l
+     WHERE cardinality(%(entity_embeddings)b::vector[]) > 0
 ),
 scope_entities AS MATERIALIZED (
     SELECT e.id, e.name, e.embedding
@@ -177,9 +199,8 @@ candidates AS (
 SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata, c.created_at, c.updated_at,
        c.semantic, k.bm25, k.rank_cd, h.names AS entity_names,
        h.similarities AS entity_similarities, h.spreads AS entity_spreads,
-       array_remove(ARRAY[CASE WHEN c.id IN (SELECT id FROM entity) THEN 'entity' END,
-                          CASE WHEN c.id IN (SELECT id FROM keyword) THEN 'keyword' END,
-                          CASE WHEN c.semantic_leg THEN 'semantic' END], NULL) AS legs
+       c.semantic_leg, c.id IN (SELECT id FROM keyword) AS keyword_leg,
+       c.id IN (SELECT id FROM entity) AS entity_leg
   FROM candidates c
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
@@ -264,7 +285,8 @@ variant AS (
                   %(entity_embeddings)s::vector[]) WITH ORDINALITY AS v(name, label, embedding, ord)
 ),
 occurrence AS (
-    SELECT o.ord, f.id AS memory_id, v.name, v.label, v.embedding
+    SELECT o.ord, f.id AS memory_id, f.user_id, f.agent_id, f.run_id, v.name, v.label,
+           v.embedding
       FROM unnest(%(occurrence_items)s::int[], %(occurrence_entities)s::int[])
            WITH ORDINALITY AS o(item, variant, ord)
       JOIN fresh f ON f.ord = o.item
@@ -281,8 +303,8 @@ entity AS (
     RETURNING e.id, e.name
 ),
 link AS (
-    INSERT INTO {schema}.memory_entities (tenant, memory_id, entity_id)
-    SELECT %(tenant)s, o.memory_id, e.id
+    INSERT INTO {schema}.memory_entities (tenant, memory_id, entity_id, user_id, agent_id, run_id)
+    SELECT %(tenant)s, o.memory_id, e.id, o.user_id, o.agent_id, o.run_id
       FROM occurrence o
       JOIN entity e ON e.name = o.name
 ),
@@ -379,7 +401,7 @@ SELECT pg_advisory_xact_lock(hashtext('pgmem.entity'), k.key)
 -- the new text lacks are removed, and those entities are deleted if no other memory links them.
 -- Run after lock_memory and lock_linked_entities. No row when the memory does not exist.
 WITH old AS (
-    SELECT m.id, m.text
+    SELECT m.id, m.text, m.user_id, m.agent_id, m.run_id
       FROM {schema}.memories m
      WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
 ),
@@ -408,8 +430,8 @@ entity AS (
     RETURNING e.id
 ),
 link AS (
-    INSERT INTO {schema}.memory_entities (tenant, memory_id, entity_id)
-    SELECT %(tenant)s, old.id, entity.id
+    INSERT INTO {schema}.memory_entities (tenant, memory_id, entity_id, user_id, agent_id, run_id)
+    SELECT %(tenant)s, old.id, entity.id, old.user_id, old.agent_id, old.run_id
       FROM old CROSS JOIN entity
         ON CONFLICT DO NOTHING
 ),

@@ -48,11 +48,16 @@ CREATE TABLE pgmem.entities (
 );
 CREATE INDEX entities_embedding_idx ON pgmem.entities USING hnsw (embedding vector_cosine_ops);
 
--- Which memory mentions which entity. Spread counts come from here by aggregate.
+-- Which memory mentions which entity. Spread counts come from here by aggregate. Each link
+-- carries its memory's scope ids (which never change), so that a search reads the links of its
+-- scope in one index range instead of one probe per memory.
 CREATE TABLE pgmem.memory_entities (
     tenant     text NOT NULL DEFAULT 'default',
     memory_id  uuid NOT NULL,
     entity_id  uuid NOT NULL,
+    user_id    text,
+    agent_id   text,
+    run_id     text,
     CONSTRAINT memory_entities_pkey PRIMARY KEY (tenant, memory_id, entity_id),
     CONSTRAINT memory_entities_memory_fkey FOREIGN KEY (tenant, memory_id)
         REFERENCES pgmem.memories (tenant, id) ON DELETE CASCADE,
@@ -60,6 +65,12 @@ CREATE TABLE pgmem.memory_entities (
         REFERENCES pgmem.entities (tenant, id) ON DELETE CASCADE
 );
 CREATE INDEX memory_entities_entity_idx ON pgmem.memory_entities (tenant, entity_id);
+CREATE INDEX memory_entities_user_idx
+    ON pgmem.memory_entities (tenant, user_id, memory_id, entity_id);
+CREATE INDEX memory_entities_agent_idx
+    ON pgmem.memory_entities (tenant, agent_id, memory_id, entity_id);
+CREATE INDEX memory_entities_run_idx
+    ON pgmem.memory_entities (tenant, run_id, memory_id, entity_id);
 
 -- Every change to a memory, written in the transaction that makes it. No foreign key: the
 -- history of a deleted memory stays.

@@ -65,6 +65,32 @@ def test_upgrade_downgrade_upgrade_round_trips(empty_db_dsn: str) -> None:
     assert catalog(empty_db_dsn) == first
 
 
+LINK_SCOPES = """
+    SELECT count(*) FILTER (WHERE (me.user_id, me.agent_id, me.run_id)
+                                  IS NOT DISTINCT FROM (m.user_id, m.agent_id, m.run_id)),
+           count(*)
+      FROM pgmem.memory_entities me
+      JOIN pgmem.memories m ON m.tenant = me.tenant AND m.id = me.memory_id"""
+
+
+def test_links_carry_their_memory_scope_written_or_migrated(
+    empty_db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    pgmem.migrate(empty_db_dsn)
+    with pgmem.Memory(empty_db_dsn, embedder=embedder, nlp=analyzer) as memory:
+        memory.add_many(["Caroline moved to Ottawa", "Melanie paints in Paris"], user_id="u1")
+        memory.add("Jon met Caroline in Boston", agent_id="a1", run_id="r1")
+        moved = memory.add("Gina works in Berlin", user_id="u2", agent_id="a2")
+        memory.update(moved.id, text="Gina works for Siemens in Munich")  # new links
+    with psycopg.connect(empty_db_dsn) as conn:
+        same, links = conn.execute(LINK_SCOPES).fetchone()  # type: ignore[misc]
+        assert links >= 7 and same == links
+    pgmem.downgrade(empty_db_dsn, "0001")  # links without scope ids
+    pgmem.migrate(empty_db_dsn)  # 0002 copies them from the memories
+    with psycopg.connect(empty_db_dsn) as conn:
+        assert conn.execute(LINK_SCOPES).fetchone() == (links, links)
+
+
 def test_migrate_is_idempotent(db_dsn: str) -> None:
     before = catalog(db_dsn)
     pgmem.migrate(db_dsn)
@@ -123,7 +149,7 @@ def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
         host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
         ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
     assert host == [("host_app_42",)]
-    assert ours == [("0001",)]
+    assert ours == [("0002",)]
 
 
 def test_the_dimension_is_chosen_at_creation(empty_db_dsn: str) -> None:
@@ -157,7 +183,7 @@ def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
     current = subprocess.run(
         [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
     )
-    assert "0001 (head)" in current.stdout
+    assert "0002 (head)" in current.stdout
     assert {"memories", "history"} <= tables(empty_db_dsn)
 
 
@@ -175,5 +201,6 @@ def test_the_wheel_ships_sql_and_migrations(tmp_path: Path) -> None:
         "pgmem/migrations/env.py",
         "pgmem/migrations/script.py.mako",
         "pgmem/migrations/versions/0001_initial.py",
+        "pgmem/migrations/versions/0002_link_scope.py",
         "pgmem/py.typed",
     } <= names
