@@ -103,8 +103,11 @@ keyword_docs AS MATERIALIZED (
 keyword_tf AS (
     SELECT t.id, t.lexeme_count, t.rank_cd, cardinality((t.u).positions)::float8 AS n,
            count(*) OVER (PARTITION BY (t.u).lexeme) AS df
-      FROM (SELECT k.*, unnest(k.lexemes) AS u FROM keyword_docs k) t  -- no tuplestore per row
-     WHERE (t.u).lexeme = ANY (%(lexemes)s::text[])
+      FROM (SELECT k.id, k.lexeme_count, k.rank_cd,
+                   -- the document's query lexemes only (marked with weight A, then kept)
+                   unnest(ts_filter(setweight(k.lexemes, 'A', %(lexemes)s::text[]), '{{a}}'))
+                       AS u
+              FROM keyword_docs k) t
 ),
 keyword_scored AS MATERIALIZED (
     SELECT f.id, max(f.rank_cd) AS rank_cd,
@@ -183,7 +186,7 @@ entity AS (
     SELECT h.id FROM entity_hits h ORDER BY h.rank DESC, h.id LIMIT %(entity_limit)s
 ),
 -- Every candidate with its columns: the semantic leg's rows as they are, the other legs' rows
--- fetched by key.
+-- from scope_rows (a small scope) or fetched by key.
 others AS (
     SELECT id FROM keyword UNION SELECT id FROM entity
     EXCEPT SELECT id FROM semantic
@@ -191,10 +194,16 @@ others AS (
 candidates AS (
     SELECT s.*, TRUE AS semantic_leg FROM semantic s
     UNION ALL
+    SELECT r.id, r.user_id, r.agent_id, r.run_id, r.text, r.metadata, r.created_at,
+           r.updated_at, 1 - r.distance, FALSE
+      FROM others o
+      JOIN scope_rows r ON r.id = o.id
+    UNION ALL
     SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
            m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector), FALSE
       FROM others o
       JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = o.id
+     WHERE (SELECT n FROM scope_size) > %(scan_rows)s
 )
 SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata, c.created_at, c.updated_at,
        c.semantic, k.bm25, k.rank_cd, h.names AS entity_names,
