@@ -18,12 +18,21 @@ from psycopg import sql
 NO_FILTER = sql.SQL("TRUE")
 SCOPE_IDS = ("user_id", "agent_id", "run_id")
 _BLOCK = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_COMMENT = re.compile(r"\s*--.*$")
 
 
 def named_blocks(text: str) -> dict[str, str]:
-    """The ``-- name: <name>`` blocks of a queries file's text, by name."""
+    """The ``-- name: <name>`` blocks of a queries file's text, by name, without their comments
+    (a statement is sent on every call; its comments are for the file's readers)."""
     parts = _BLOCK.split(text)[1:]
-    return {name: body.strip() for name, body in zip(parts[::2], parts[1::2])}
+    return {name: _without_comments(body) for name, body in zip(parts[::2], parts[1::2])}
+
+
+def _without_comments(body: str) -> str:
+    """``body`` without ``--`` comments and the lines they leave empty. (pgmem's SQL holds no
+    ``--`` inside a string literal; a test checks.)"""
+    lines = (_COMMENT.sub("", line).rstrip() for line in body.splitlines())
+    return "\n".join(line for line in lines if line.strip())
 
 
 @functools.cache
