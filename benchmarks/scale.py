@@ -9,16 +9,20 @@ vectors (``corpus.synthetic_rows``). Each query (LoCoMo questions, ``limit=20``)
 as ``Memory.search`` plans it; after a warm-up pass, each of these statements runs over all
 the queries in a pass of its own (so that it always follows a statement on another scope), the
 passes in one order and then in the reverse order, each statement in a transaction after the
-search's ``SET LOCAL`` (iterative HNSW scans, ``ef_search`` = 80), unprepared:
+search's ``SET LOCAL`` (its generic plan, iterative HNSW scans, ``ef_search`` = 40), prepared as
+the search is:
 
 - the bare pgvector top-20 of the scope (the baseline);
 - no leg: the search statement's CTEs followed by ``SELECT 1`` -- what every search pays
   before any leg runs: psycopg converting a statement too long for its query cache (4 KB),
-  sending it, and the server parsing and planning every CTE;
+  and the server starting and ending the prepared plan;
 - each leg alone: the search statement's CTEs followed by ``SELECT count(*) FROM semantic``
   (resp. ``keyword``, ``entity``) instead of its final SELECT -- CTEs nobody references are not
   run, so this is the leg and what it depends on;
 - the whole search statement.
+
+With ``--compare PATH``, the same statements made from another revision's search statement run
+beside them, unprepared and planned for their values, as older revisions ran.
 
 Times are p50 over the queries, as ratios to the bare query's p50 at the same size.
 """
@@ -42,6 +46,7 @@ from benchmarks.latency import (
     Searcher,
     leg_statement,
     other_params,
+    other_settings,
     other_statement,
 )
 
@@ -62,21 +67,28 @@ def measure(dsn: str, queries: Sequence[corpus.Query], embedder: Any,
             text, params = searched.statement.text, searched.statement.params
             bare = {"tenant": corpus.TENANT, "user_id": q.user_id,
                     "embedding": params["embedding"], "k": LIMIT}
-            statements = {"bare": (BARE, bare)}
-            for prefix, search in (("", text), (f"{compare and compare.stem} ", other)):
+            statements = {"bare": (BARE, bare, True)}
+            for prefix, search, ours in (("", text, True),
+                                         (f"{compare and compare.stem} ", other, False)):
                 if search is None:
                     continue
                 these = other_params(search, params)
-                statements[prefix + "fixed"] = (leg_statement(search, "SELECT 1"), these)
+                statements[prefix + "fixed"] = (leg_statement(search, "SELECT 1"), these, ours)
                 for leg in LEGS:
                     statements[prefix + leg] = (
-                        leg_statement(search, f"SELECT count(*) FROM {leg}"), these)
-                statements[prefix + "search"] = (search, these)
+                        leg_statement(search, f"SELECT count(*) FROM {leg}"), these, ours)
+                statements[prefix + "search"] = (search, these, ours)
             runs.append((searched.settings, statements))
         names = list(runs[0][1])
+        def run(settings: Sequence[str], statement: tuple[str, Any, bool]) -> float:
+            text, params, ours = statement
+            if not ours:
+                settings = other_settings(settings)
+            return searcher.timed(settings, text, params, prepare=ours)[0]
+
         for settings, statements in runs:  # warm-up
             for name in names:
-                searcher.timed(settings, *statements[name])
+                run(settings, statements[name])
         # One pass over the queries per statement, so that every statement follows a statement
         # on another scope (right after one on the same scope, it would run up to 1.5x
         # faster); the passes in one order, then in the reverse order.
@@ -84,7 +96,7 @@ def measure(dsn: str, queries: Sequence[corpus.Query], embedder: Any,
         for order in (names, names[::-1]):
             for name in order:
                 for settings, statements in runs:
-                    times[name].append(searcher.timed(settings, *statements[name])[0])
+                    times[name].append(run(settings, statements[name]))
         return times
     finally:
         searcher.close()

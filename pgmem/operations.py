@@ -511,20 +511,10 @@ class Operations:
         legs: Sequence[str] | None,
     ) -> Operation[str]:
         """See :meth:`pgmem.Memory.search_sql`."""
-        request = self._search_request(
-            query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
-            threshold=0.0, filters=filters, mode=mode, legs=legs,
-        )
-        analysis, vectors = yield from self._analyze_query(request.query)
-        return (
-            yield from transaction(
-                functools.partial(
-                    search_sql_steps, self.store, request, analysis, vectors,
-                    keyword_score=self.keyword_score,
-                    entities_available=self.analyzer.entities_available,
-                )
-            )
-        )
+        return (yield from self._search_statement(
+            search_sql_steps, query, user_id=user_id, agent_id=agent_id, run_id=run_id,
+            limit=limit, filters=filters, mode=mode, legs=legs,
+        ))
 
     def explain_search(
         self,
@@ -540,6 +530,28 @@ class Operations:
         analyze: bool,
     ) -> Operation[dict[str, Any]]:
         """See :meth:`pgmem.Memory.explain_search`."""
+        return (yield from self._search_statement(
+            functools.partial(explain_search_steps, analyze=analyze), query, user_id=user_id,
+            agent_id=agent_id, run_id=run_id, limit=limit, filters=filters, mode=mode, legs=legs,
+        ))
+
+    # -- internals
+
+    def _search_statement(
+        self,
+        steps: Callable[..., Steps[T]],
+        query: str,
+        *,
+        user_id: str | None,
+        agent_id: str | None,
+        run_id: str | None,
+        limit: int,
+        filters: Mapping[str, Any] | None,
+        mode: str,
+        legs: Sequence[str] | None,
+    ) -> Operation[T]:
+        """``steps`` (search_sql_steps, explain_search_steps) on the search statement of these
+        arguments, built as :meth:`search` builds it."""
         request = self._search_request(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             threshold=0.0, filters=filters, mode=mode, legs=legs,
@@ -548,16 +560,12 @@ class Operations:
         return (
             yield from transaction(
                 functools.partial(
-                    explain_search_steps, self.store, request, analysis, vectors,
+                    steps, self.store, request, analysis, vectors,
                     keyword_score=self.keyword_score,
                     entities_available=self.analyzer.entities_available,
-                    analyze=analyze,
                 )
             )
         )
-
-    # -- internals
-
     def _add_batch(
         self, items: Sequence[NewMemory], *, dedupe: bool
     ) -> Operation[list[AddResult]]:
