@@ -1,13 +1,8 @@
-"""The search pipeline and the memory lifecycle as pure steps: statement parameters in, results
-out; and every call of :class:`pgmem.Memory` and :class:`pgmem.AsyncMemory`, written once.
+"""The search pipeline and the memory lifecycle as pure builders: statement parameters in, results
+out (the search plan, the fusion of its rows, the insert and update parameters, cursors).
 
-Nothing here does I/O. A call is an :class:`Operations` method: a generator that checks its
-arguments, then yields *effects* -- :class:`Compute` (model work) and :class:`Transaction`
-(statements for one transaction, themselves yielded one by one by a steps generator) -- and
-receives their results, until it returns the call's result. The two facades only run effects:
-``Memory`` directly, ``AsyncMemory`` with ``await`` and worker threads. So the twins share every
-argument check, statement, step and result shape, and cannot drift (psycopg builds its sync and
-async protocol code on the same idea, generators driven by a sync or an async waiting loop).
+Nothing here does I/O; the calls of :mod:`pgmem.operations` use these builders between the
+model work and the statements they yield.
 """
 
 from __future__ import annotations
