@@ -34,7 +34,8 @@ DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
 # What a memory is, independent of ids, timestamps and float noise in the vectors.
 MEMORY_ROWS = """
 SELECT m.user_id, m.text, m.content_hash, m.lexemes::text, m.lexeme_count, m.metadata::text,
-       array(SELECT e.name FROM pgmem.memory_entities me
+       array(SELECT e.name || ' @ ' || concat_ws('/', me.user_id, me.agent_id, me.run_id)
+               FROM pgmem.memory_entities me
                JOIN pgmem.entities e ON e.tenant = me.tenant AND e.id = me.entity_id
               WHERE me.tenant = m.tenant AND me.memory_id = m.id ORDER BY e.name) AS entities,
        array(SELECT h.event || ':' || coalesce(h.new_text, '') FROM pgmem.history h

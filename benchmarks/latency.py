@@ -20,7 +20,7 @@ rotating order:
 - **bare pgvector**: on another connection, after the query's NLP and embedding (untimed, so
   that it meets the CPU caches as the search's statement does), in a transaction with the same
   ``SET LOCAL`` statements the search sent (``plan_cache_mode = force_generic_plan``,
-  ``hnsw.iterative_scan = relaxed_order``, ``hnsw.ef_search`` = 40),
+  ``jit = off``, ``hnsw.iterative_scan = relaxed_order``, ``hnsw.ef_search`` = 40),
   ``SELECT id FROM pgmem.memories WHERE tenant = ... AND user_id = ... ORDER BY embedding <=> q
   LIMIT k`` with the query's vector, for k = 20 (the caller's limit) and k = 40 (what pgmem's
   semantic leg fetches).
@@ -404,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="print EXPLAIN (ANALYZE, BUFFERS) of one search per size")
     parser.add_argument("--compare", type=Path, metavar="PATH",
                         help="also time another search statement (a queries.sql of another "
-                        "revision, e.g. from `git show f047e7a:sql/queries.sql`) and compare "
+                        "revision, e.g. from `git show d8ae5ca:sql/queries.sql`) and compare "
                         "its rows")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)

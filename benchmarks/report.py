@@ -45,7 +45,7 @@ against a baseline measured in the same run, on the same table**, and every time
 torch runs on one thread in every benchmark process. `latency` and `scale` take
 `--compare PATH` to time another search statement beside pgmem's on the same table (and check
 that it returns the same rows), e.g. the statement before the changes of the findings below:
-`git show f047e7a:sql/queries.sql > /tmp/search_f047e7a.sql`.
+`git show d8ae5ca:sql/queries.sql > /tmp/search_d8ae5ca.sql`.
 
 Retrieval quality (recall, nDCG, MRR on LoCoMo) is a separate command,
 `python -m benchmarks.retrieval` (see the README).

@@ -9,7 +9,7 @@ vectors (``corpus.synthetic_rows``). Each query (LoCoMo questions, ``limit=20``)
 as ``Memory.search`` plans it; after a warm-up pass, each of these statements runs over all
 the queries in a pass of its own (so that it always follows a statement on another scope), the
 passes in one order and then in the reverse order, each statement in a transaction after the
-search's ``SET LOCAL`` (its generic plan, iterative HNSW scans, ``ef_search`` = 40), prepared as
+search's ``SET LOCAL`` (its generic plan, no JIT, iterative HNSW scans, ``ef_search`` = 40), prepared as
 the search is:
 
 - the bare pgvector top-20 of the scope (the baseline);
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
     parser.add_argument("--compare", type=Path, metavar="PATH",
                         help="also time another search statement (a queries.sql of another "
-                        "revision, e.g. from `git show f047e7a:sql/queries.sql`), leg by leg")
+                        "revision, e.g. from `git show d8ae5ca:sql/queries.sql`), leg by leg")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
