@@ -90,7 +90,9 @@ def explain_statements(
     cursor: psycopg.ClientCursor[Any] | psycopg.AsyncClientCursor[Any], statement: Statement[Any]
 ) -> tuple[sql.Composed, sql.Composed, sql.Composed]:
     """The ``explain_*`` statements of ``statement``: PREPARE it with its parameters numbered,
-    EXPLAIN EXECUTE it with their values inlined, DEALLOCATE it."""
+    EXPLAIN EXECUTE it with their values inlined, DEALLOCATE it. The name is new each time: a
+    failed EXPLAIN leaves its prepared statement behind (not a transaction's work, it is not
+    rolled back), which must not block the next one."""
     names: list[str] = []
 
     def number(match: re.Match[str]) -> str:
@@ -104,13 +106,15 @@ def explain_statements(
     params = statement.params or {}
     values = cursor.mogrify(", ".join(["%s"] * len(names)), [params[n] for n in names])
     queries = raw_queries()
+    name = sql.Identifier(f"pgmem_explained_{uuid.uuid4().hex}")
     return (
-        sql.SQL(queries["explain_prepare"]).format(statement=sql.SQL(text)),
+        sql.SQL(queries["explain_prepare"]).format(name=name, statement=sql.SQL(text)),
         sql.SQL(queries["explain_execute"]).format(
+            name=name,
             analyze=sql.SQL("true" if statement.fetch == "analyze" else "false"),
             values=sql.SQL(values),
         ),
-        sql.SQL(queries["explain_deallocate"]).format(),
+        sql.SQL(queries["explain_deallocate"]).format(name=name),
     )
 
 

@@ -501,13 +501,13 @@ SELECT a.atttypmod AS dim
  WHERE a.attrelid = to_regclass(%(memories_table)s) AND a.attname = 'embedding'
 
 -- name: explain_prepare
--- explain_search: the search statement prepared under a name (its parameters numbered), so
--- that EXPLAIN shows the generic plan a search runs with; EXPLAIN of a statement sent with its
--- parameters would show a plan made for their values.
-PREPARE pgmem_explained AS {statement}
+-- explain_search: the search statement prepared under a name of its own (its parameters
+-- numbered), so that EXPLAIN shows the generic plan a search runs with; EXPLAIN of a statement
+-- sent with its parameters would show a plan made for their values.
+PREPARE {name} AS {statement}
 
 -- name: explain_execute
-EXPLAIN (FORMAT JSON, ANALYZE {analyze}) EXECUTE pgmem_explained ({values})
+EXPLAIN (FORMAT JSON, ANALYZE {analyze}) EXECUTE {name} ({values})
 
 -- name: explain_deallocate
-DEALLOCATE pgmem_explained
+DEALLOCATE {name}
