@@ -22,10 +22,10 @@ AND m.run_id = %(run_id)s::text
 -- name: search
 -- Steps 2-7 of the pipeline in one statement: the three legs, their union, and every
 -- candidate's exact cosine similarity, keyword scores and entity hits. Python fuses.
--- It runs as a prepared statement with a generic plan, made once per connection: planning a
--- statement of this size costs more than running it. So no plan choice may hang on a value:
--- where the best path depends on the scope's size, both paths are in the plan and scope_size
--- picks one at run time.
+-- It runs as a prepared statement with a generic plan (without JIT), made once per connection:
+-- planning a statement of this size costs more than running it. So no plan choice may hang on
+-- a value: where the best path depends on the scope's size, both paths are in the plan and
+-- scope_size picks one at run time.
 WITH
 -- The scope's size, counted up to %(scan_rows)s + 1 (on the index of a scope id). A scope of up
 -- to %(scan_rows)s memories is read once, row by row (scope_rows): exact, and faster than an
