@@ -264,18 +264,21 @@ def _search_setup(
     *,
     keyword_score: str,
     entities_available: bool,
+    settings: bool = True,
 ) -> Steps[SearchPlan]:
-    """The search statement's parameters, after sending its settings."""
+    """The search statement's parameters, after sending its settings (unless not ``settings``:
+    for a statement that is not run)."""
     plan = search_plan(
         request, analysis, vectors,
         keyword_score=keyword_score,
         exact_scan=not capabilities.iterative_scan,
         entities_available=entities_available,
     )
-    # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to pgvector's
-    # maximum, beyond which the iterative scan goes on fetching.
-    ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
-    yield store.set_search_options(ef_search if capabilities.iterative_scan else None)
+    if settings:
+        # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to
+        # pgvector's maximum, beyond which the iterative scan goes on fetching.
+        ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
+        yield store.set_search_options(ef_search if capabilities.iterative_scan else None)
     return plan
 
 
@@ -290,11 +293,9 @@ def search_sql_steps(
     entities_available: bool,
 ) -> Steps[str]:
     """The search statement with its parameters inlined (not run)."""
-    plan = search_plan(
-        request, analysis, vectors,
-        keyword_score=keyword_score,
-        exact_scan=not capabilities.iterative_scan,
-        entities_available=entities_available,
+    plan = yield from _search_setup(
+        store, request, analysis, vectors, capabilities,
+        keyword_score=keyword_score, entities_available=entities_available, settings=False,
     )
     return (yield from result_of(store.search_sql(plan.params, request.condition)))
 

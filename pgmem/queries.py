@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib.resources import files
 
 from psycopg import sql
@@ -42,17 +42,19 @@ def raw_queries() -> dict[str, str]:
 
 
 class Queries:
-    """The named statements for one pgmem schema."""
+    """The named statements for one pgmem schema: those of queries.sql, or ``blocks`` (the
+    benchmarks compose another revision's statements this way)."""
 
-    def __init__(self, schema: str) -> None:
+    def __init__(self, schema: str, blocks: Mapping[str, str] | None = None) -> None:
         self.schema = sql.Identifier(schema)
+        self.blocks = blocks
 
     def get(
         self, name: str, filters: sql.Composable = NO_FILTER, scope_ids: Iterable[str] = ()
     ) -> sql.Composed:
         """Statement ``name`` with the schema, the scope (comparing ``scope_ids``, of
         :data:`SCOPE_IDS`) and ``filters`` composed in."""
-        raw = raw_queries()
+        raw = raw_queries() if self.blocks is None else self.blocks
         ids = sql.SQL(" ").join(sql.SQL(raw[f"scope_{column}"]) for column in scope_ids)
         scope = sql.SQL(raw["scope"]).format(scope_ids=ids, filters=filters)
         return sql.SQL(raw[name]).format(

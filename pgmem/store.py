@@ -8,7 +8,6 @@ each statement exists once for :class:`~pgmem.Memory` and :class:`~pgmem.AsyncMe
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -177,8 +176,7 @@ class Store:
     def search(self, params: Row, filters: sql.Composable) -> Statement[list[Row]]:
         """Every candidate of the three legs with its raw signals. Server-prepared, to run after
         :meth:`set_search_options`: parsed and planned once per connection and scope shape."""
-        statement = self._statement("search", params, "all", _rows, filters, prepare=True)
-        return dataclasses.replace(statement, binary=True)
+        return self._statement("search", params, "all", _rows, filters, prepare=True, binary=True)
 
     def explain_search(
         self, params: Row, filters: sql.Composable, *, analyze: bool
@@ -223,10 +221,11 @@ class Store:
         filters: sql.Composable | None = None,
         *,
         prepare: bool | None = None,
+        binary: bool = False,
     ) -> Statement[T]:
         scope_ids = [column for column in SCOPE_IDS if params.get(column) is not None]
         query = self.queries.get(name, NO_FILTER if filters is None else filters, scope_ids)
-        return Statement(name, query, params, fetch, read, prepare)
+        return Statement(name, query, params, fetch, read, prepare, binary)
 
 
 # How statements read their rows.
