@@ -32,7 +32,7 @@ import numpy as np
 
 import pgmem
 from benchmarks import corpus, dialogues, report
-from benchmarks.database import scratch_database, server_dsn
+from benchmarks.database import scratch_database
 
 LIMIT = 20
 
@@ -125,16 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000, help="corpus rows in the table")
     parser.add_argument("--search-share", type=float, default=0.8)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--data", type=corpus.Path, default=corpus.DEFAULT_DATA)
-    parser.add_argument("--dsn", help="a server where databases may be created")
-    parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
-    parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
+    corpus.run_arguments(parser)
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.threads.split(",")]
-    corpus.limit_torch_threads(args.torch_threads)
-    server = server_dsn(args.dsn)
+    server, embedder, analyzer = corpus.start(args)
     raw = dialogues.load_conversations(args.data)
-    embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     data = corpus.corpus(raw, args.rows, corpus.Cache(args.data, embedder, analyzer))
     queries = corpus.queries(raw, args.rows // corpus.ROWS_PER_USER, args.queries)
     texts = [item.text for pool in corpus.pools(raw) for item in pool]

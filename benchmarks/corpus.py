@@ -53,6 +53,7 @@ from psycopg.types.json import Jsonb
 
 import pgmem
 from benchmarks import dialogues
+from benchmarks.database import scratch_database, server_dsn
 from pgmem.nlp import Analysis, Entity
 from pgmem.pipeline import content_hash
 
@@ -74,11 +75,29 @@ def progress(message: str) -> None:
 
 
 def limit_torch_threads(n: int) -> None:
-    """Run torch on ``n`` threads (0: torch's default). Other engineers share the machine."""
+    """Run torch on ``n`` threads (0: torch's default). One text per call gains little from
+    threads, and when other processes compete for the cores torch's spinning threads make
+    embedding 10-20x slower (the machine is shared)."""
     if n > 0:
         import torch
 
         torch.set_num_threads(n)
+
+
+def run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every benchmark that writes docs/benchmarks.md takes."""
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the LoCoMo dev file")
+    parser.add_argument("--dsn", help="a server where databases may be created")
+    parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
+    parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
+
+
+def start(args: argparse.Namespace) -> tuple[str, pgmem.SentenceTransformerEmbedder,
+                                              pgmem.TextAnalyzer]:
+    """What such a run starts from: torch on ``--torch-threads``, the server of ``--dsn``, the
+    models."""
+    limit_torch_threads(args.torch_threads)
+    return server_dsn(args.dsn), pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
 
 
 # -- rows ---------------------------------------------------------------------------------------
@@ -477,7 +496,6 @@ def add_many_corpus(dsn: str, data: Corpus, batch_size: int = 64) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from benchmarks.database import scratch_database, server_dsn
     from benchmarks.ingest import stored_rows
 
     parser = argparse.ArgumentParser(

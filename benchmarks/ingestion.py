@@ -36,7 +36,7 @@ from psycopg_pool import ConnectionPool
 
 import pgmem
 from benchmarks import corpus, dialogues, report
-from benchmarks.database import scratch_database, server_dsn
+from benchmarks.database import scratch_database
 from benchmarks.ingest import turn_items
 from benchmarks.instruments import CLOCK, TimedAnalyzer, TimedConnection, TimedEmbedder
 
@@ -111,16 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated sizes of the table before (default: %(default)s)")
     parser.add_argument("--limit", type=int, help="only the first N turns")
     parser.add_argument("--batch-size", type=int, default=64, help="add_many's batch size")
-    parser.add_argument("--data", type=corpus.Path, default=corpus.DEFAULT_DATA)
-    parser.add_argument("--dsn", help="a server where databases may be created")
-    parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
-    parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
+    corpus.run_arguments(parser)
     args = parser.parse_args(argv)
     bases = [int(b) for b in args.base_rows.split(",")]
-    corpus.limit_torch_threads(args.torch_threads)
-    server = server_dsn(args.dsn)
+    server, embedder, analyzer = corpus.start(args)
     items = turn_items(args.data, args.limit)
-    embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     data = None
     if max(bases) > 0:
         raw = dialogues.load_conversations(args.data)

@@ -45,12 +45,11 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg import sql
 from psycopg.rows import dict_row
 
 import pgmem
 from benchmarks import corpus, dialogues, report
-from benchmarks.database import scratch_database, server_dsn
+from benchmarks.database import scratch_database
 from benchmarks.instruments import (
     CLOCK,
     Sent,
@@ -62,7 +61,7 @@ from benchmarks.instruments import (
 from pgmem import scoring
 from pgmem.filters import compile_filters
 from pgmem.nlp import quote_lexeme
-from pgmem.queries import named_blocks, raw_queries
+from pgmem.queries import Queries, named_blocks, raw_queries
 
 LIMIT = 20
 THRESHOLD = 0.1
@@ -184,12 +183,8 @@ def other_statement(conn: psycopg.Connection, path: Path) -> str:
     blocks), or a file holding just such a block's text."""
     condition, _ = compile_filters(None)
     source = path.read_text(encoding="utf-8")
-    blocks = {**raw_queries(), **named_blocks(source)}
-    ids = sql.SQL(" ").join(sql.SQL(blocks[b]) for b in ("scope_user_id",) if b in blocks)
-    scope = sql.SQL(blocks["scope"]).format(scope_ids=ids, filters=condition)
-    text = sql.SQL(blocks["search"] if "search" in named_blocks(source) else source).format(
-        schema=sql.Identifier(corpus.SCHEMA), scope=scope, filters=condition)
-    return text.as_string(conn)
+    blocks = {**raw_queries(), **(named_blocks(source) or {"search": source})}
+    return Queries(corpus.SCHEMA, blocks).get("search", condition, ["user_id"]).as_string(conn)
 
 
 def other_params(statement: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -397,22 +392,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,100000",
                         help="comma-separated corpus sizes (default: %(default)s)")
     parser.add_argument("--queries", type=int, default=200, help="queries per size")
-    parser.add_argument("--data", type=corpus.Path, default=corpus.DEFAULT_DATA)
-    parser.add_argument("--dsn", help="a server where databases may be created")
-    parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
+    corpus.run_arguments(parser)
     parser.add_argument("--explain", action="store_true",
                         help="print EXPLAIN (ANALYZE, BUFFERS) of one search per size")
     parser.add_argument("--compare", type=Path, metavar="PATH",
                         help="also time another search statement (a queries.sql of another "
                         "revision, e.g. from `git show d8ae5ca:sql/queries.sql`) and compare "
                         "its rows")
-    parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    corpus.limit_torch_threads(args.torch_threads)
-    server = server_dsn(args.dsn)
+    server, embedder, analyzer = corpus.start(args)
     raw = dialogues.load_conversations(args.data)
-    embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     cache = corpus.Cache(args.data, embedder, analyzer)
     data = corpus.corpus(raw, max(sizes), cache)
     embedder.embed(["warm up"])

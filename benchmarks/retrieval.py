@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pgmem
-from benchmarks import dialogues
+from benchmarks import corpus, dialogues
 from benchmarks.database import scratch_database, server_dsn
 from benchmarks.metrics import Scores, mean_scores, recall_at_k, score_question
 from pgmem import scoring
@@ -223,15 +223,6 @@ def run_task(
     )
 
 
-def limit_torch_threads(n: int) -> None:
-    """Run torch on ``n`` threads. One text per call gains little from threads, and when other
-    processes compete for the cores torch's spinning threads make embedding 10-20x slower."""
-    if n > 0:
-        import torch
-
-        torch.set_num_threads(n)
-
-
 def warm_up(embedder: Any, analyzer: pgmem.TextAnalyzer) -> float:
     """Load the models before anything is timed; return the seconds it took."""
     start = time.perf_counter()
@@ -345,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     raw = dialogues.load_conversations(args.data)[: args.conversations]
     dsn = server_dsn(args.dsn)
-    limit_torch_threads(args.torch_threads)
+    corpus.limit_torch_threads(args.torch_threads)
     embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     model_seconds = warm_up(embedder, analyzer)
     results = []

@@ -39,7 +39,7 @@ from typing import Any
 
 import pgmem
 from benchmarks import corpus, dialogues, report
-from benchmarks.database import scratch_database, server_dsn
+from benchmarks.database import scratch_database
 from benchmarks.latency import (
     BARE,
     LIMIT,
@@ -129,19 +129,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=100, help="queries per size")
     parser.add_argument("--real-rows", type=int, default=100_000,
                         help="rows of real (cached) corpus; larger sizes are synthetic")
-    parser.add_argument("--data", type=corpus.Path, default=corpus.DEFAULT_DATA)
-    parser.add_argument("--dsn", help="a server where databases may be created")
-    parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
+    corpus.run_arguments(parser)
     parser.add_argument("--compare", type=Path, metavar="PATH",
                         help="also time another search statement (a queries.sql of another "
                         "revision, e.g. from `git show d8ae5ca:sql/queries.sql`), leg by leg")
-    parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    corpus.limit_torch_threads(args.torch_threads)
-    server = server_dsn(args.dsn)
+    server, embedder, analyzer = corpus.start(args)
     raw = dialogues.load_conversations(args.data)
-    embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     cache = corpus.Cache(args.data, embedder, analyzer)
     data = corpus.corpus(raw, min(max(sizes), args.real_rows), cache)
     results = []
