@@ -268,8 +268,9 @@ def batch_entities(analyses: Sequence[Analysis]) -> BatchEntities:
 
 
 def add_embedding_inputs(items: Sequence[NewMemory], entities: BatchEntities) -> list[str]:
-    """The texts embedded in one call for a batch: each item's text, then each surface form."""
-    return [*(item.text for item in items), *entities.surfaces]
+    """The texts embedded in one call for a batch: each item's text (unless the item brings its
+    embedding), then each surface form."""
+    return [*(item.text for item in items if item.embedding is None), *entities.surfaces]
 
 
 def insert_params(
@@ -283,8 +284,10 @@ def insert_params(
 ) -> dict[str, Any]:
     """Parameters of ``lock_contents`` and ``insert_memories`` for one batch; ``vectors`` as
     made from :func:`add_embedding_inputs`."""
-    n = len(items)
+    n = sum(item.embedding is None for item in items)
     surface_rows = {surface: n + k for k, surface in enumerate(entities.surfaces)}
+    computed = iter(vectors[:n])
+    embeddings = [next(computed) if item.embedding is None else item.embedding for item in items]
     return {
         "tenant": tenant,
         "dedupe": dedupe,
@@ -294,7 +297,10 @@ def insert_params(
         "texts": [item.text for item in items],
         "content_hashes": [content_hash(item.text) for item in items],
         "metadata": [Jsonb(item.metadata) for item in items],
-        "embeddings": list(vectors[:n]),
+        "embeddings": embeddings,
+        "ids": [item.id for item in items],
+        "created_ats": [item.created_at for item in items],
+        "updated_ats": [item.updated_at for item in items],
         "lexemes": [analysis.tsvector() for analysis in analyses],
         "lexeme_counts": [len(analysis.lexemes) for analysis in analyses],
         "entity_names": [v.name for v in entities.variants],
