@@ -123,7 +123,7 @@ def test_get_and_get_all_agree(real: Any, ours: compat.Memory, user: str) -> Non
     for key in ("memory", "hash", "metadata", "score", "user_id", "role"):
         assert mine["one"][key] == theirs["one"][key], key
     assert mine["missing"] is None and theirs["missing"] is None
-    by_text = lambda rows: {r["memory"]: r for r in rows["results"]}  # noqa: E731
+    by_text = lambda rows: {r["memory"]: r for r in rows["results"]}
     assert by_text(mine["all"]).keys() == by_text(theirs["all"]).keys()
     for text, row in by_text(theirs["all"]).items():
         assert shape(by_text(mine["all"])[text]) == shape(row)
@@ -231,7 +231,7 @@ def test_update_history_delete_agree(real: Any, ours: compat.Memory, user: str) 
     assert shape(before) == shape(w_before)
     # Once deleted, pgmem's history no longer knows the memory's role (Mem0 copies it into
     # every history row): a documented difference.
-    unknown_role = lambda h: {**shape(h), "role": None, "actor_id": None}  # noqa: E731
+    unknown_role = lambda h: {**shape(h), "role": None, "actor_id": None}
     assert [unknown_role(h) for h in history] == [unknown_role(h) for h in w_history]
     fields = ("event", "old_memory", "new_memory", "is_deleted")
     assert [tuple(h[f] for f in fields) for h in history] == [
