@@ -10,13 +10,16 @@ en_core_web_sm): scores are not compared, shapes and behaviour are.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# Read by mem0 when it is imported: no telemetry, ever, from the tests.
+# Read by mem0 when it is imported: no telemetry, ever, from the tests, and its home (where it
+# writes a config file on import) in a temporary folder.
 os.environ["MEM0_TELEMETRY"] = "False"
+os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="pgmem-tests-mem0-"))
 
 
 def require_mem0() -> None:

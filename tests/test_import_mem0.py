@@ -107,7 +107,8 @@ def test_reused_vectors_are_the_stored_ones(
     def vectors(dsn: str, query: str) -> dict[str, np.ndarray]:
         with psycopg.connect(dsn) as conn:
             register_vector(conn)
-            return {str(i): np.asarray(v) for i, v in conn.execute(query).fetchall()}
+            rows = conn.execute(query).fetchall()
+            return {str(i): np.asarray(getattr(v, "to_numpy", lambda v=v: v)()) for i, v in rows}
 
     theirs = vectors(source_dsn, f"SELECT id, vector FROM {COLLECTION}")
     mine = vectors(db_dsn, "SELECT id, embedding FROM pgmem.memories")
@@ -144,7 +145,7 @@ def test_another_models_vectors_are_not_reused(
                      "(id uuid PRIMARY KEY, vector vector(384), payload jsonb)")
         for table, dim in (("small", 8), ("foreign_model", 384)):
             conn.execute(
-                f"INSERT INTO {table} VALUES (%s, %s::float4[]::vector, %s)",  # noqa: S608
+                f"INSERT INTO {table} VALUES (%s, %s::float4[]::vector, %s)",
                 (uuid.uuid4(), rng.normal(size=dim).tolist(),
                  Jsonb({"data": f"a note from {table}", "user_id": "carol"})),
             )

@@ -93,7 +93,6 @@ __all__ = [
     "InferenceNotSupportedError",
     "Memory",
     "MemoryNotFoundError",
-    "import_collection",
     "mem0_filters",
 ]
 
@@ -121,13 +120,6 @@ class InferenceNotSupportedError(ConfigurationError):
 
 class MemoryNotFoundError(NotFoundError, ValueError):
     """No memory has this id (a ValueError too, as Mem0's "not found" is)."""
-
-
-def import_collection(*args: Any, **kwargs: Any) -> Any:
-    """:func:`pgmem.importers.mem0.import_collection`: bring a Mem0 pgvector collection over."""
-    from pgmem.importers.mem0 import import_collection as run_import
-
-    return run_import(*args, **kwargs)
 
 
 class Memory:
@@ -540,7 +532,7 @@ class Memory:
 
 @functools.cache
 def mem0_queries() -> dict[str, str]:
-    """The named blocks of ``sql/mem0.sql``."""
+    """The named blocks of ``sql/mem0.sql`` (``reset_tenant`` is this module's)."""
     return named_blocks(files("pgmem.sql").joinpath("mem0.sql").read_text(encoding="utf-8"))
 
 

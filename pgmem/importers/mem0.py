@@ -17,10 +17,12 @@ Nothing here imports mem0.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from importlib.resources import files
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,6 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgmem import validate
-from pgmem.compat.mem0 import mem0_queries
 from pgmem.errors import (
     DimensionMismatchError,
     InvalidInputError,
@@ -38,6 +39,7 @@ from pgmem.errors import (
     translate,
 )
 from pgmem.memory import Memory
+from pgmem.queries import named_blocks
 
 __all__ = ["ImportReport", "import_collection", "memory_item"]
 
@@ -50,6 +52,12 @@ MEM0_KEYS = ("data", "text", "hash", "created_at", "updated_at", "text_lemmatize
 PROBE_ROWS = 8
 #: The cosine similarity each probed vector must reach to count as the embedder's.
 SAME_MODEL_SIMILARITY = 0.99
+
+
+@functools.cache
+def mem0_queries() -> dict[str, str]:
+    """The named blocks of ``sql/mem0.sql`` (the ``mem0_*`` ones are this module's)."""
+    return named_blocks(files("pgmem.sql").joinpath("mem0.sql").read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
@@ -150,7 +158,7 @@ def memory_item(row: Mapping[str, Any], *, keep_vector: bool) -> dict[str, Any]:
     }
     if keep_vector:
         vector = row.get("vector")
-        item["embedding"] = None if vector is None else _unit(np.asarray(vector, np.float32))
+        item["embedding"] = None if vector is None else _unit(_array(vector))
     return item
 
 
@@ -172,6 +180,11 @@ def _timestamp(value: object, row_id: object) -> datetime | None:
     except ValueError:
         raise InvalidInputError(f"row {row_id}: timestamp {value!r} is not ISO 8601") from None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _array(vector: Any) -> np.ndarray[Any, Any]:
+    """A stored vector (pgvector's ``Vector``, or an array) as float32."""
+    return np.asarray(vector.to_numpy() if hasattr(vector, "to_numpy") else vector, np.float32)
 
 
 def _unit(vector: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -275,4 +288,4 @@ class _Reader:
         """Up to ``limit`` (text, stored vector) pairs."""
         with self.conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(self._query("mem0_sample"), {"limit": limit}).fetchall()
-        return [(row["text"], np.asarray(row["vector"], np.float32)) for row in rows]
+        return [(row["text"], _array(row["vector"])) for row in rows]
