@@ -205,3 +205,39 @@ def test_cli_refuses_a_file_with_from_mem0(tmp_path: Path, db_dsn: str,
 
     assert main(["import", "--from-mem0", "--dsn", db_dsn]) == 2
     assert "--collection" in capsys.readouterr().err
+
+
+def test_add_many_keeps_given_ids_times_and_embeddings(memory: pgmem.Memory) -> None:
+    """The import path of add_many, without Mem0: kept ids, timestamps and vectors; an id
+    already there is a duplicate; a given id is never deduplicated by content; bad values
+    are refused before anything is written."""
+    from datetime import datetime, timezone
+
+    made = datetime(2024, 5, 1, 12, 30, tzinfo=timezone.utc)
+    vector = np.zeros(384, np.float32)
+    vector[3] = 1.0
+    kept, fresh = uuid.uuid4(), uuid.uuid4()
+    memory.add("I like tea", user_id="u")
+    results = memory.add_many([
+        {"text": "I like tea", "user_id": "u", "id": kept, "created_at": made,
+         "updated_at": "2024-06-01T08:00:00+00:00", "embedding": vector.tolist()},
+        {"text": "I like tea", "user_id": "u"},
+        {"text": "I like coffee", "user_id": "u", "id": str(fresh)},
+    ])
+    assert [(r.id == kept, r.duplicate) for r in results[:1]] == [(True, False)]
+    assert results[1].duplicate and results[1].id not in (kept, fresh)
+    assert results[2].id == fresh and not results[2].duplicate
+    record = memory.get(kept)
+    assert record.created_at == made
+    assert record.updated_at == datetime(2024, 6, 1, 8, tzinfo=timezone.utc)
+    assert memory.history(kept)[0].created_at == made
+    hit = memory.search("I like tea", user_id="u", mode="semantic", threshold=0.0, limit=5)
+    assert next(h for h in hit if h.id == kept).explain.semantic < 0.5  # its own vector
+    again = memory.add_many([{"text": "changed", "user_id": "u", "id": kept}])
+    assert again[0].duplicate and memory.get(kept).text == "I like tea"
+    for bad in ({"embedding": [0.0] * 384}, {"embedding": [1.0] * 3}, {"created_at": "soon"},
+                {"created_at": datetime(2024, 1, 1)}, {"id": "nope"}):
+        with pytest.raises((pgmem.InvalidInputError, pgmem.DimensionMismatchError)):
+            memory.add_many([{"text": "ok", "user_id": "v"},
+                             {"text": "bad", "user_id": "v", **bad}])
+    assert memory.get_all(user_id="v").items == ()
