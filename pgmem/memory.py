@@ -169,7 +169,11 @@ class Memory(operations.Configured):
 
         An item is a text or a dict ``{"text": ..., "metadata": ..., "user_id": ...,
         "agent_id": ..., "run_id": ...}``; a scope key present in the dict replaces the call's
-        value for that item. Every item is checked before anything is written. Each batch of
+        value for that item. To bring memories over from another store, an item may also keep
+        its ``id`` (a UUID: an id the tenant already has is a duplicate, and an item with an id
+        is never deduplicated by content), ``created_at`` and ``updated_at`` (timezone-aware
+        datetimes or ISO 8601 text) and ``embedding`` (a vector of the schema's dimension,
+        used instead of embedding the text). Every item is checked before anything is written. Each batch of
         ``batch_size`` items is lemmatized together, embedded in one call (texts and entity
         names) and written by one statement, in a transaction of its own; then
         ``on_progress(done, total)`` is called. When a batch fails, the batches before it stay

@@ -24,6 +24,7 @@ from pgmem import scoring, validate
 from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
 from pgmem.errors import (
     ConfigurationError,
+    DimensionMismatchError,
     InvalidInputError,
     IsolationError,
     NotFoundError,
@@ -609,6 +610,12 @@ class Operations:
         analyses = text_search.analyze_many([item.text for item in items])
         entities = batch_entities(analyses)
         vectors = checked_embeddings(self.embedder, add_embedding_inputs(items, entities), dim)
+        for item in items:
+            if item.embedding is not None and item.embedding.shape[0] != dim:
+                raise DimensionMismatchError(
+                    f"an item brings a {item.embedding.shape[0]}-dimensional embedding but the "
+                    f"schema stores {dim}-dimensional ones"
+                )
         return insert_params(
             self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
             text_search=text_search,

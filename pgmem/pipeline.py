@@ -287,8 +287,9 @@ def batch_entities(analyses: Sequence[Analysis]) -> BatchEntities:
 
 
 def add_embedding_inputs(items: Sequence[NewMemory], entities: BatchEntities) -> list[str]:
-    """The texts embedded in one call for a batch: each item's text, then each surface form."""
-    return [*(item.text for item in items), *entities.surfaces]
+    """The texts embedded in one call for a batch: each item's text (unless the item brings its
+    embedding), then each surface form."""
+    return [*(item.text for item in items if item.embedding is None), *entities.surfaces]
 
 
 def insert_params(
@@ -304,9 +305,11 @@ def insert_params(
     """Parameters of ``lock_contents`` and ``insert_memories`` for one batch; ``vectors`` as
     made from :func:`add_embedding_inputs`. Where PostgreSQL makes the lexemes of
     ``text_search``, the statement makes them (the items' ``lexemes`` are None)."""
-    n = len(items)
+    n = sum(item.embedding is None for item in items)
     postgres = text_search.by_postgres
     surface_rows = {surface: n + k for k, surface in enumerate(entities.surfaces)}
+    computed = iter(vectors[:n])
+    embeddings = [next(computed) if item.embedding is None else item.embedding for item in items]
     return {
         "tenant": tenant,
         "dedupe": dedupe,
@@ -316,7 +319,10 @@ def insert_params(
         "texts": [item.text for item in items],
         "content_hashes": [content_hash(item.text) for item in items],
         "metadata": [Jsonb(item.metadata) for item in items],
-        "embeddings": list(vectors[:n]),
+        "embeddings": embeddings,
+        "ids": [item.id for item in items],
+        "created_ats": [item.created_at for item in items],
+        "updated_ats": [item.updated_at for item in items],
         "lexemes": [None if postgres else analysis.tsvector() for analysis in analyses],
         "lexeme_counts": [None if postgres else len(analysis.lexemes) for analysis in analyses],
         "ts_config": text_search.config,

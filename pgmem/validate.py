@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from pgmem.errors import ConfigurationError, InvalidInputError, ScopeError
 
@@ -190,15 +195,22 @@ def memory_id(value: object) -> uuid.UUID:
 
 MAX_BATCH_SIZE = 10_000
 ITEM_KEYS = ("text", "metadata", "user_id", "agent_id", "run_id")
+# Keys for bringing memories over from another store (pgmem.importers): kept as they were.
+IMPORT_KEYS = ("id", "created_at", "updated_at", "embedding")
 
 
 @dataclass(frozen=True)
 class NewMemory:
-    """A checked memory to add: where it goes, its text and its metadata."""
+    """A checked memory to add: where it goes, its text and its metadata; for an import, the
+    id, timestamps and embedding it keeps (None: pgmem makes them)."""
 
     scope: Scope
     text: str
     metadata: dict[str, Any]
+    id: uuid.UUID | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    embedding: npt.NDArray[np.float32] | None = None
 
 
 def new_memory(
@@ -259,14 +271,15 @@ def _item(
         return new_memory(tenant, item, None, user_id, agent_id, run_id, max_length=max_length)
     if not isinstance(item, Mapping):
         raise InvalidInputError(f"an item must be a str or a dict, got {type(item).__name__}")
-    unknown = [key for key in item if key not in ITEM_KEYS]
+    unknown = [key for key in item if key not in ITEM_KEYS + IMPORT_KEYS]
     if unknown:
         raise InvalidInputError(
-            f"unknown item keys {', '.join(map(repr, unknown))}; an item has {ITEM_KEYS}"
+            f"unknown item keys {', '.join(map(repr, unknown))}; an item has "
+            f"{ITEM_KEYS + IMPORT_KEYS}"
         )
     if "text" not in item:
         raise InvalidInputError("the item has no 'text'")
-    return new_memory(
+    checked = new_memory(
         tenant,
         item["text"],
         item.get("metadata"),
@@ -275,6 +288,47 @@ def _item(
         item.get("run_id", run_id),
         max_length=max_length,
     )
+    if not any(item.get(key) is not None for key in IMPORT_KEYS):
+        return checked
+    return dataclasses.replace(
+        checked,
+        id=None if item.get("id") is None else memory_id(item["id"]),
+        created_at=timestamp(item.get("created_at"), "created_at"),
+        updated_at=timestamp(item.get("updated_at"), "updated_at"),
+        embedding=embedding(item.get("embedding")),
+    )
+
+
+def timestamp(value: object, what: str) -> datetime | None:
+    """A timezone-aware datetime (or its ISO 8601 text), or None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInputError(f"{what} {shown(value)} is not an ISO 8601 time") from None
+    if not isinstance(value, datetime):
+        raise InvalidInputError(f"{what} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None:
+        raise InvalidInputError(f"{what} {value.isoformat()} has no time zone")
+    return value
+
+
+def embedding(value: object) -> npt.NDArray[np.float32] | None:
+    """A stored embedding to keep: a finite, non-zero vector of floats (its dimension is
+    checked against the schema's when it is written), or None."""
+    if value is None:
+        return None
+    try:
+        vector = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidInputError(f"embedding must be a list of numbers, got {shown(value)}") from None
+    if vector.ndim != 1 or not vector.size:
+        raise InvalidInputError(f"embedding must be a flat, non-empty vector, got {vector.shape}")
+    if not np.isfinite(vector).all() or not np.any(vector):
+        raise InvalidInputError("embedding holds NaN or infinite values, or is a zero vector")
+    return vector
 
 
 def batch_size(value: object) -> int:

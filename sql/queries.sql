@@ -265,17 +265,23 @@ SELECT pg_advisory_xact_lock(k.class, k.key)
 -- occurrence_entities; 1-based); each name is upserted
 -- with the variant of its first occurrence in a stored item -- as one-by-one adds would -- in
 -- name order, so that concurrent writers lock entity rows in the same order.
+-- An import (pgmem.importers) gives items their ids and timestamps (`ids`, `created_ats`,
+-- `updated_ats`; NULL: made here): an item whose id the tenant already has is not stored again
+-- and counts as a duplicate; items with ids are never deduplicated by content.
 WITH item AS (
     SELECT i.*,
-           CASE WHEN %(dedupe)s::boolean
+           CASE WHEN %(dedupe)s::boolean AND i.given_id IS NULL
                 THEN min(i.ord) OVER (PARTITION BY i.user_id, i.agent_id, i.run_id,
-                                                   i.content_hash)
+                                                   i.content_hash, i.given_id IS NULL)
                 ELSE i.ord END AS first_ord
       FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
                   %(texts)s::text[], %(content_hashes)s::text[], %(metadata)s::jsonb[],
-                  %(embeddings)s::vector[], %(lexemes)s::text[], %(lexeme_counts)s::int[])
+                  %(embeddings)s::vector[], %(lexemes)s::text[], %(lexeme_counts)s::int[],
+                  %(ids)s::uuid[], %(created_ats)s::timestamptz[],
+                  %(updated_ats)s::timestamptz[])
            WITH ORDINALITY AS i(user_id, agent_id, run_id, text, content_hash, metadata,
-                                embedding, lexemes, lexeme_count, ord)
+                                embedding, lexemes, lexeme_count, given_id, given_created_at,
+                                given_updated_at, ord)
 ),
 existing AS (
     SELECT i.ord, x.id
@@ -289,20 +295,26 @@ existing AS (
                AND m.run_id IS NOT DISTINCT FROM i.run_id
              ORDER BY m.created_at, m.id
              LIMIT 1) x
-     WHERE %(dedupe)s::boolean AND i.ord = i.first_ord
+     WHERE %(dedupe)s::boolean AND i.ord = i.first_ord AND i.given_id IS NULL
+    UNION ALL
+    SELECT i.ord, m.id
+      FROM item i
+      JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = i.given_id
 ),
 fresh AS MATERIALIZED (
-    SELECT gen_random_uuid() AS id, i.*
+    SELECT coalesce(i.given_id, gen_random_uuid()) AS id, i.*
       FROM item i
      WHERE i.ord = i.first_ord AND NOT EXISTS (SELECT FROM existing x WHERE x.ord = i.ord)
 ),
 memory AS (
     INSERT INTO {schema}.memories
            (tenant, id, user_id, agent_id, run_id, text, content_hash, metadata,
-            embedding, lexemes, lexeme_count, ts_config)
+            embedding, lexemes, lexeme_count, ts_config, created_at, updated_at)
     SELECT %(tenant)s, f.id, f.user_id, f.agent_id, f.run_id, f.text, f.content_hash, f.metadata,
            f.embedding, coalesce(f.lexemes::tsvector, p.lexemes),
-           coalesce(f.lexeme_count, p.lexeme_count), %(ts_config)s::text
+           coalesce(f.lexeme_count, p.lexeme_count), %(ts_config)s::text,
+           coalesce(f.given_created_at, now()),
+           coalesce(f.given_updated_at, f.given_created_at, now())
       FROM fresh f
       -- An item without lexemes: PostgreSQL makes them in the text search configuration
       -- %(ts_config)s (no spaCy model for it), counting their positions for BM25.
@@ -345,8 +357,8 @@ link AS (
       JOIN entity e ON e.name = o.name
 ),
 event AS (
-    INSERT INTO {schema}.history (tenant, memory_id, event, new_text)
-    SELECT %(tenant)s, f.id, 'ADD', f.text
+    INSERT INTO {schema}.history (tenant, memory_id, event, new_text, created_at)
+    SELECT %(tenant)s, f.id, 'ADD', f.text, coalesce(f.given_created_at, now())
       FROM fresh f
      ORDER BY f.ord
 ),

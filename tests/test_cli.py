@@ -112,7 +112,7 @@ def test_every_command_and_option_is_in_help_and_in_the_readme(
     commands = subcommands()
     assert set(commands) == {
         "migrate", "add", "import", "search", "get", "list", "delete", "update", "history",
-        "stats", "doctor", "demo", "server",
+        "stats", "doctor", "demo", "server", "mcp",
     }
     for option in ("--dsn", "--schema", "--tenant"):
         assert option in top

@@ -12,6 +12,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pgmem.cli import mem0
 from pgmem.cli.options import (
     NO_SCOPE,
     Commands,
@@ -45,10 +46,13 @@ def register(commands: Commands) -> None:
     scope_options(p, "for rows that give none")
     p.add_argument("--batch-size", type=int, default=64, metavar="N",
                    help="memories embedded and written per batch (default: 64)")
+    mem0.import_options(p)
 
 
 def cmd_import(args: argparse.Namespace, session: Session) -> int:
-    """Import memories from a JSONL or CSV file (or the demo data)."""
+    """Import memories from a JSONL or CSV file (or the demo data, or a Mem0 collection)."""
+    if args.from_mem0:
+        return mem0.cmd_import_mem0(args, session)
     if args.demo == (args.file is not None):
         raise InvalidInputError("give a FILE or --demo (not both)")
     if args.demo:

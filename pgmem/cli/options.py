@@ -133,11 +133,12 @@ def size(n: int) -> str:
 
 class ProgressBar:
     """``on_progress`` for :meth:`Memory.add_many`: tqdm's bar on stderr, redrawn in place on a
-    terminal; elsewhere (a log, a pipe) one line, printed when the work is done."""
+    terminal; elsewhere (a log, a pipe) one line, printed when the work is done. ``total`` may
+    be left for the first call to tell (an import learns it as it reads)."""
 
     FORMAT = "{desc} [{bar:30}] {n}/{total} ({rate_noinv_fmt})"
 
-    def __init__(self, label: str, total: int, stream: TextIO | None = None) -> None:
+    def __init__(self, label: str, total: int = 0, stream: TextIO | None = None) -> None:
         from tqdm import tqdm
 
         self.label = label
@@ -153,6 +154,8 @@ class ProgressBar:
         )
 
     def __call__(self, done: int, total: int) -> None:
+        if total != self.total:
+            self.total = self._bar.total = total
         if self.tty:
             self._bar.update(done - self.done)
         self.done = done

@@ -1,0 +1,62 @@
+"""``pgmem import --from-mem0``: bring a Mem0 pgvector collection over
+(:func:`pgmem.importers.mem0.import_collection`). Its options join ``pgmem import``'s."""
+
+from __future__ import annotations
+
+import argparse
+
+from pgmem.cli.options import ProgressBar, print_json
+from pgmem.cli.session import Session
+from pgmem.errors import InvalidInputError
+
+REUSE = {"auto": None, "reuse": True, "reembed": False}
+
+
+def import_options(parser: argparse.ArgumentParser) -> None:
+    """Add the ``--from-mem0`` options to ``pgmem import``."""
+    group = parser.add_argument_group(
+        "from Mem0", "import a collection that Mem0's pgvector store wrote, keeping its ids, "
+        "scopes, timestamps and metadata; running it again skips what is already there",
+    )
+    group.add_argument("--from-mem0", action="store_true",
+                       help="import a Mem0 pgvector collection instead of a file")
+    group.add_argument("--collection", metavar="NAME",
+                       help="the collection (Mem0's collection_name: a table)")
+    group.add_argument("--mem0-dsn", metavar="DSN",
+                       help="the database holding the collection (default: pgmem's own)")
+    group.add_argument("--mem0-schema", metavar="SCHEMA", default="public",
+                       help="the collection table's schema (default: public)")
+    group.add_argument("--vectors", choices=tuple(REUSE), default="auto",
+                       help="keep Mem0's vectors (reuse), embed every text again (reembed), or "
+                            "keep them when they are the embedder's (auto, the default)")
+    group.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def cmd_import_mem0(args: argparse.Namespace, session: Session) -> int:
+    """Import a Mem0 collection; prints the counts."""
+    from pgmem.importers.mem0 import import_collection
+
+    if args.file is not None or args.demo:
+        raise InvalidInputError("--from-mem0 reads a collection: give no FILE and no --demo")
+    if not args.collection:
+        raise InvalidInputError("--from-mem0 needs --collection NAME (Mem0's collection_name)")
+    if any(getattr(args, key, None) for key in ("user_id", "agent_id", "run_id")):
+        raise InvalidInputError("--from-mem0 keeps each memory's own scope: drop --user, "
+                                "--agent and --run")
+    memory = session.memory()
+    progress = ProgressBar("importing")
+    try:
+        report = import_collection(
+            memory, args.collection, source=args.mem0_dsn or session.dsn(),
+            source_schema=args.mem0_schema, reuse_vectors=REUSE[args.vectors],
+            batch_size=args.batch_size, on_progress=progress,
+        )
+    finally:
+        progress.finish()
+    if args.json:
+        print_json(report)
+    else:
+        print(f"imported {report.imported} of {report.read} rows from Mem0 collection "
+              f"{args.collection}" + (f" ({report.skipped} already there, skipped)"
+                                      if report.skipped else "") + f"; {report.vectors}")
+    return 0

@@ -1,0 +1,362 @@
+"""pgmem.compat.mem0 against the real Mem0 OSS (mem0ai 2.2.1): the same calls on both, their
+results compared by keys, types and behaviour (not scores); and a Mem0 script run both ways."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import create_database, drop_database
+from mem0_support import mem0_config, mem0_memory, prepare_mem0, require_mem0
+
+import pgmem
+from pgmem.compat import mem0 as compat
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+
+
+@pytest.fixture(scope="module")
+def shared_dsn(server_dsn: str, template_database: str) -> Iterator[str]:
+    """One migrated database for the module: Mem0's collection and pgmem's schema side by side."""
+    require_mem0()
+    name = f"pgmem_mem0_{uuid.uuid4().hex[:10]}"
+    yield create_database(server_dsn, name, template=template_database)
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mem0home")
+
+
+@pytest.fixture(scope="module")
+def real(shared_dsn: str, home: Path) -> Any:
+    """The real mem0.Memory."""
+    mem = mem0_memory(shared_dsn, "compat_check", home)
+    yield mem
+    mem.close()
+
+
+@pytest.fixture(scope="module")
+def ours(
+    shared_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> Iterator[compat.Memory]:
+    with compat.Memory(shared_dsn, embedder=embedder, nlp=analyzer) as mem:
+        yield mem
+
+
+@pytest.fixture
+def user() -> str:
+    return f"u{uuid.uuid4().hex[:8]}"
+
+
+def both(real: Any, ours: compat.Memory) -> list[tuple[str, Any]]:
+    return [("mem0", real), ("pgmem", ours)]
+
+
+def shape(value: Any) -> Any:
+    """The keys and value types of a result, recursively (None stays None)."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shape(item) for item in value]
+    return None if value is None else type(value).__name__
+
+
+FOOD = [
+    ("I like pizza with olives", {"topic": "food", "rating": 5, "tags": ["italian"]}),
+    ("I like ramen on cold days", {"topic": "food", "rating": 3}),
+    ("I like hiking in the Alps", {"topic": "sport", "rating": 4, "place": "Alps"}),
+    ("I like reading crime novels", {"topic": "books"}),
+]
+
+
+def add_food(mem: Any, user: str) -> dict[str, str]:
+    """The FOOD memories, one add each; their ids by text."""
+    ids = {}
+    for text, meta in FOOD:
+        result = mem.add(text, user_id=user, metadata=meta, infer=False)
+        ids[text] = result["results"][0]["id"]
+    return ids
+
+
+def test_add_returns_mem0s_shape(real: Any, ours: compat.Memory, user: str) -> None:
+    messages = [
+        {"role": "system", "content": "You are helpful."},
+        {"role": "user", "content": "I moved to Lyon last spring"},
+        {"role": "assistant", "content": "Lyon is lovely in May", "name": "concierge"},
+        {"role": "user"},  # no content: skipped by both
+    ]
+    outputs = {}
+    for name, mem in both(real, ours):
+        outputs[name] = (
+            mem.add("Alice prefers tea", user_id=user, agent_id="helper", infer=False),
+            mem.add(messages, user_id=user, run_id="r1", metadata={"src": "chat"}, infer=False),
+        )
+    for got, want in zip(outputs["pgmem"], outputs["mem0"]):
+        assert shape(got) == shape(want)
+        assert [(r["memory"], r["event"], r["role"], r["actor_id"]) for r in got["results"]] == [
+            (r["memory"], r["event"], r["role"], r["actor_id"]) for r in want["results"]
+        ]
+        for r in got["results"]:
+            assert uuid.UUID(r["id"])
+
+
+def test_get_and_get_all_agree(real: Any, ours: compat.Memory, user: str) -> None:
+    got: dict[str, Any] = {}
+    for name, mem in both(real, ours):
+        ids = add_food(mem, user)
+        mem.add([{"role": "assistant", "content": "Noted, olives", "name": "bot"}],
+                user_id=user, agent_id="a1", infer=False)
+        got[name] = {
+            "one": mem.get(ids["I like pizza with olives"]),
+            "missing": mem.get(str(uuid.uuid4())),
+            "all": mem.get_all(filters={"user_id": user}, top_k=50),
+            "agent": mem.get_all(filters={"user_id": user, "agent_id": "a1"}),
+            "limited": mem.get_all(filters={"user_id": user}, top_k=2),
+        }
+    mine, theirs = got["pgmem"], got["mem0"]
+    assert shape(mine["one"]) == shape(theirs["one"])
+    for key in ("memory", "hash", "metadata", "score", "user_id", "role"):
+        assert mine["one"][key] == theirs["one"][key], key
+    assert mine["missing"] is None and theirs["missing"] is None
+    by_text = lambda rows: {r["memory"]: r for r in rows["results"]}
+    assert by_text(mine["all"]).keys() == by_text(theirs["all"]).keys()
+    for text, row in by_text(theirs["all"]).items():
+        assert shape(by_text(mine["all"])[text]) == shape(row)
+        assert "score" not in by_text(mine["all"])[text]
+        assert by_text(mine["all"])[text]["metadata"] == row["metadata"]
+    assert [r["memory"] for r in mine["agent"]["results"]] == ["Noted, olives"]
+    assert [r["memory"] for r in theirs["agent"]["results"]] == ["Noted, olives"]
+    assert mine["agent"]["results"][0]["actor_id"] == theirs["agent"]["results"][0]["actor_id"]
+    assert len(mine["limited"]["results"]) == len(theirs["limited"]["results"]) == 2
+
+
+@pytest.fixture(scope="module")
+def food_user(real: Any, ours: compat.Memory) -> str:
+    """A user holding the FOOD memories in both stores (read-only tests share it)."""
+    user = f"food{uuid.uuid4().hex[:8]}"
+    for _, mem in both(real, ours):
+        add_food(mem, user)
+    return user
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {},
+        {"topic": "food"},
+        {"rating": {"gte": 4}},
+        {"rating": {"gt": 3, "lte": 5}},
+        {"topic": {"in": ["food", "books"]}},
+        {"topic": {"nin": ["food"]}},
+        {"topic": {"ne": "sport"}},
+        {"place": "*"},
+        {"topic": {"contains": "oo"}},
+        {"topic": {"icontains": "FOO"}},
+        {"OR": [{"topic": "sport"}, {"rating": 3}]},
+        {"AND": [{"topic": "food"}, {"rating": {"lt": 4}}]},
+        {"NOT": [{"topic": "food"}]},
+        {"NOT": [{"topic": "food"}, {"topic": "books"}]},
+        {"topic": ["sport", "books"]},
+    ],
+    ids=repr,
+)
+def test_search_filters_mean_the_same(
+    real: Any, ours: compat.Memory, food_user: str, condition: dict[str, Any]
+) -> None:
+    found = {}
+    for name, mem in both(real, ours):
+        result = mem.search("What do I like?", filters={"user_id": food_user, **condition},
+                            top_k=20, threshold=0.0)
+        found[name] = result
+    assert {r["memory"] for r in found["pgmem"]["results"]} == {
+        r["memory"] for r in found["mem0"]["results"]
+    }
+    for mine in found["pgmem"]["results"]:
+        theirs = next(r for r in found["mem0"]["results"] if r["memory"] == mine["memory"])
+        assert shape(mine) == shape(theirs)
+        assert isinstance(mine["score"], float)
+
+
+def test_search_top_k_and_scope(real: Any, ours: compat.Memory, user: str) -> None:
+    other = f"{user}x"
+    for name, mem in both(real, ours):
+        add_food(mem, user)
+        mem.add("I like pizza with olives", user_id=other, infer=False)
+        best = mem.search("pizza", filters={"user_id": user}, top_k=1)["results"]
+        assert [r["memory"] for r in best] == ["I like pizza with olives"], name
+        assert best[0]["user_id"] == user
+        assert mem.search("pizza", filters={"user_id": user}, top_k=0)["results"] == [], name
+    # pgmem's additions: scope ids as keywords (Mem0 1.x's form) and limit for top_k.
+    hits = ours.search("pizza", user_id=user, limit=2)["results"]
+    assert len(hits) == 2 and all(h["user_id"] == user for h in hits)
+    explained = ours.search("pizza", filters={"user_id": user}, top_k=1, explain=True)
+    details = explained["results"][0]["score_details"]
+    assert {"semantic", "keyword", "entity", "score"} <= details.keys()
+
+
+def test_update_history_delete_agree(real: Any, ours: compat.Memory, user: str) -> None:
+    trace: dict[str, Any] = {}
+    for name, mem in both(real, ours):
+        added = mem.add([{"role": "user", "content": "I live in Paris"}], user_id=user,
+                        metadata={"topic": "home", "since": 2019}, infer=False)
+        mid = added["results"][0]["id"]
+        steps = [
+            mem.update(mid, "I live in Lyon"),
+            mem.update(mid, data="I live in Nice", metadata={"since": 2024, "user_id": "x"}),
+            mem.update(mid, metadata={"floor": 3}),
+        ]
+        after = mem.get(mid)
+        history_before = mem.history(mid)
+        steps.append(mem.delete(mid))
+        history = mem.history(mid)
+        with pytest.raises(ValueError):
+            mem.delete(mid)
+        with pytest.raises(ValueError):
+            mem.update(mid, "gone")
+        trace[name] = (steps, after, history_before, history, mem.get(mid),
+                       mem.history(str(uuid.uuid4())))
+    (steps, after, before, history, gone, unknown) = trace["pgmem"]
+    (w_steps, w_after, w_before, w_history, w_gone, w_unknown) = trace["mem0"]
+    assert steps == w_steps
+    assert shape(after) == shape(w_after)
+    assert after["memory"] == w_after["memory"] == "I live in Nice"
+    assert after["metadata"] == w_after["metadata"] == {"topic": "home", "since": 2024, "floor": 3}
+    assert after["user_id"] == w_after["user_id"] == user
+    assert after["created_at"] < after["updated_at"]
+    assert shape(before) == shape(w_before)
+    # Once deleted, pgmem's history no longer knows the memory's role (Mem0 copies it into
+    # every history row): a documented difference.
+    unknown_role = lambda h: {**shape(h), "role": None, "actor_id": None}
+    assert [unknown_role(h) for h in history] == [unknown_role(h) for h in w_history]
+    fields = ("event", "old_memory", "new_memory", "is_deleted")
+    assert [tuple(h[f] for f in fields) for h in history] == [
+        tuple(h[f] for f in fields) for h in w_history
+    ]
+    assert [h["event"] for h in history] == ["ADD", "UPDATE", "UPDATE", "UPDATE", "DELETE"]
+    assert before[-1]["role"] == w_before[-1]["role"] == "user"
+    assert all(h["memory_id"] == history[0]["memory_id"] for h in history)
+    assert history[0]["created_at"] == history[-1]["created_at"]
+    assert gone is None and w_gone is None
+    assert unknown == w_unknown == []
+
+
+def test_errors_keep_their_meaning(real: Any, ours: compat.Memory, user: str) -> None:
+    for name, mem in both(real, ours):
+        with pytest.raises(Exception) as no_scope:
+            mem.add("no scope", infer=False)
+        assert "user_id" in str(no_scope.value), name
+        for bad in (
+            lambda m=mem: m.search("x", filters={"topic": "a"}),
+            lambda m=mem: m.search("x", filters={"user_id": user}, threshold=2),
+            lambda m=mem: m.search("x", filters={"user_id": user}, top_k=-1),
+            lambda m=mem: m.search("   ", filters={"user_id": user}),
+            lambda m=mem: m.get_all(filters={}),
+            lambda m=mem: m.delete_all(),
+            lambda m=mem: m.add("x", user_id="has space", infer=False),
+            lambda m=mem: m.update(str(uuid.uuid4())),
+        ):
+            with pytest.raises(ValueError):
+                bad()
+    with pytest.raises(pgmem.ScopeError):
+        ours.add("no scope")
+    with pytest.raises(compat.InferenceNotSupportedError, match="stores text as given"):
+        ours.add("extract facts please", user_id=user, infer=True)
+    with pytest.raises(compat.MemoryNotFoundError):
+        ours.delete(str(uuid.uuid4()))
+    with pytest.raises(pgmem.FilterError, match="top level"):
+        ours.search("x", filters={"user_id": user, "OR": [{"user_id": "someone-else"}]})
+    with pytest.raises(pgmem.InvalidInputError):
+        ours.get("not-a-uuid")
+    assert ours.get_all(filters={"user_id": user})["results"] == []  # nothing half-written
+
+
+def test_delete_all_and_expiry(real: Any, ours: compat.Memory, user: str) -> None:
+    for name, mem in both(real, ours):
+        add_food(mem, user)
+        mem.add("an old coupon", user_id=user, expiration_date="2001-01-01", infer=False)
+        mem.add("a fresh coupon", user_id=user, expiration_date="2999-01-01", infer=False)
+        listed = {r["memory"] for r in mem.get_all(filters={"user_id": user})["results"]}
+        assert "an old coupon" not in listed and "a fresh coupon" in listed, name
+        shown = mem.get_all(filters={"user_id": user}, show_expired=True)["results"]
+        assert "an old coupon" in {r["memory"] for r in shown}, name
+        fresh = next(r for r in shown if r["memory"] == "a fresh coupon")
+        assert fresh["expiration_date"] == "2999-01-01", name
+        hits = mem.search("coupon", filters={"user_id": user}, threshold=0.0)["results"]
+        assert "an old coupon" not in {r["memory"] for r in hits}, name
+        assert mem.delete_all(user_id=user) == {"message": "Memories deleted successfully!"}
+        assert mem.get_all(filters={"user_id": user})["results"] == [], name
+
+
+def test_extractor_makes_infer_work(ours: compat.Memory, user: str) -> None:
+    seen = []
+
+    def extractor(messages: list[dict[str, Any]]) -> list[str]:
+        seen.append(messages)
+        return [f"fact: {m['content']}" for m in messages if m["role"] == "user"]
+
+    smart = compat.Memory(memory=ours.memory, extractor=extractor)
+    result = smart.add([{"role": "system", "content": "s"}, {"role": "user", "content": "I ski"}],
+                       user_id=user, infer=True)
+    assert [r["memory"] for r in result["results"]] == ["fact: I ski"]
+    assert seen == [[{"role": "user", "content": "I ski"}]]
+
+
+def test_reset_empties_the_tenant(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    with compat.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem, \
+            compat.Memory(db_dsn, embedder=embedder, nlp=analyzer, tenant="other") as other:
+        add_food(mem, "u1")
+        other.add("kept", user_id="u1")
+        assert mem.reset() is None
+        assert mem.get_all(filters={"user_id": "u1"})["results"] == []
+        assert [r["memory"] for r in other.get_all(filters={"user_id": "u1"})["results"]] == [
+            "kept"
+        ]
+
+
+MEM0_SCRIPT = '''
+from mem0 import Memory
+
+m = Memory.from_config(CONFIG)
+added = m.add(
+    [{"role": "user", "content": "I'm vegetarian and allergic to nuts"},
+     {"role": "assistant", "content": "Got it: no meat, no nuts"}],
+    user_id=USER, metadata={"category": "diet"}, infer=False,
+)
+m.add("I play the cello on Sundays", user_id=USER, metadata={"category": "hobby"}, infer=False)
+diet = m.search("what can I eat?", filters={"user_id": USER, "category": "diet"}, top_k=5)
+trace.append(sorted(r["memory"] for r in diet["results"]))
+first = added["results"][0]["id"]
+trace.append(m.update(first, text="I'm vegan and allergic to nuts"))
+trace.append(m.get(first)["memory"])
+trace.append([(h["event"], h["old_memory"], h["new_memory"]) for h in m.history(first)])
+trace.append(m.delete(first))
+trace.append(m.get(first))
+rest = m.get_all(filters={"user_id": USER})
+trace.append(sorted(r["memory"] for r in rest["results"]))
+trace.append(m.delete_all(user_id=USER))
+'''
+
+
+def test_a_mem0_script_runs_unchanged_but_the_import(shared_dsn: str, home: Path) -> None:
+    traces = {}
+    for name, source in (
+        ("mem0", MEM0_SCRIPT),
+        ("pgmem", MEM0_SCRIPT.replace("from mem0 import", "from pgmem.compat.mem0 import")),
+    ):
+        assert source.count("import") == 1
+        prepare_mem0(home)
+        trace: list[Any] = []
+        namespace = {"CONFIG": mem0_config(shared_dsn, "script", home),
+                     "USER": f"script-{name}", "trace": trace}
+        exec(compile(source, f"<{name} script>", "exec"), namespace)  # noqa: S102
+        namespace["m"].close()
+        traces[name] = trace
+    assert traces["pgmem"] == traces["mem0"]
+    assert traces["pgmem"][0] == ["Got it: no meat, no nuts", "I'm vegetarian and allergic to nuts"]

@@ -1,0 +1,243 @@
+"""pgmem.importers.mem0 (and ``pgmem import --from-mem0``) on a collection written by real Mem0."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from conftest import create_database, drop_database
+from mem0_support import mem0_memory, require_mem0
+from psycopg.types.json import Jsonb
+
+import pgmem
+from pgmem.compat import mem0 as compat
+from pgmem.importers.mem0 import import_collection
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+
+COLLECTION = "written_by_mem0"
+
+
+@pytest.fixture(scope="module")
+def source_dsn(server_dsn: str, template_database: str) -> Iterator[str]:
+    """A migrated database holding a collection that real Mem0 wrote."""
+    require_mem0()
+    name = f"pgmem_mem0src_{uuid.uuid4().hex[:10]}"
+    yield create_database(server_dsn, name, template=template_database)
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture(scope="module")
+def written(source_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Mem0's own results for what it stored, by memory id."""
+    real = mem0_memory(source_dsn, COLLECTION, tmp_path_factory.mktemp("mem0home"))
+    real.add("I like pizza with olives", user_id="alice",
+             metadata={"topic": "food", "rating": 5, "tags": ["italian"]}, infer=False)
+    real.add([{"role": "user", "content": "I moved to Lyon"},
+              {"role": "assistant", "content": "Lyon is lovely", "name": "concierge"}],
+             user_id="alice", agent_id="travel", run_id="r1", infer=False)
+    real.add("Bob's garage reference is 88417", user_id="bob", metadata={"kind": "ref"},
+             infer=False)
+    real.add("The deploy runbook lives in the wiki", agent_id="ops-bot",
+             expiration_date="2999-12-31", infer=False)
+    updated = real.get_all(filters={"user_id": "alice"})["results"][0]["id"]
+    real.update(updated, text="I like pizza with capers", metadata={"rating": 4})
+    stored = {}
+    for scope in ({"user_id": "alice"}, {"user_id": "bob"}, {"agent_id": "ops-bot"}):
+        for row in real.get_all(filters=scope, top_k=100)["results"]:
+            stored[row["id"]] = real.get(row["id"])
+    real.close()
+    assert len(stored) == 5
+    return stored
+
+
+@pytest.fixture
+def target(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> Iterator[pgmem.Memory]:
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        yield mem
+
+
+def test_import_keeps_ids_scopes_times_and_metadata(
+    source_dsn: str, written: dict[str, Any], target: pgmem.Memory
+) -> None:
+    progress: list[tuple[int, int]] = []
+    report = import_collection(target, COLLECTION, source=source_dsn, batch_size=2,
+                               on_progress=lambda done, total: progress.append((done, total)))
+    assert (report.read, report.imported, report.skipped) == (5, 5, 0)
+    assert report.reused, report.vectors
+    assert progress == [(2, 5), (4, 5), (5, 5)]
+    # Seen through the Mem0 door, each memory is what Mem0 itself returned for it.
+    door = compat.Memory(memory=target)
+    for memory_id, theirs in written.items():
+        mine = door.get(memory_id)
+        assert mine is not None, memory_id
+        assert mine == theirs
+    # pgmem's own view: real scope columns, history from the original creation time.
+    lyon = next(i for i, r in written.items() if r["memory"] == "I moved to Lyon")
+    record = target.get(lyon)
+    assert (record.user_id, record.agent_id, record.run_id) == ("alice", "travel", "r1")
+    assert record.metadata == {"role": "user"}
+    events = target.history(lyon)
+    assert [e.event for e in events] == ["ADD"]
+    assert events[0].created_at == record.created_at
+    # Searchable on all three signals, in the right scope only.
+    hits = target.search("garage reference 88417", user_id="bob", limit=1)
+    assert [h.text for h in hits] == ["Bob's garage reference is 88417"]
+    assert "keyword" in hits[0].explain.legs
+    assert target.search("garage", user_id="alice", threshold=0.0, limit=10) != [] and all(
+        h.text != "Bob's garage reference is 88417"
+        for h in target.search("garage", user_id="alice", threshold=0.0, limit=10)
+    )
+
+
+def test_reused_vectors_are_the_stored_ones(
+    source_dsn: str, written: dict[str, Any], target: pgmem.Memory, db_dsn: str
+) -> None:
+    import_collection(target, COLLECTION, source=source_dsn)
+    from pgvector.psycopg import register_vector
+
+    def vectors(dsn: str, query: str) -> dict[str, np.ndarray]:
+        with psycopg.connect(dsn) as conn:
+            register_vector(conn)
+            rows = conn.execute(query).fetchall()
+            return {str(i): np.asarray(getattr(v, "to_numpy", lambda v=v: v)()) for i, v in rows}
+
+    theirs = vectors(source_dsn, f"SELECT id, vector FROM {COLLECTION}")
+    mine = vectors(db_dsn, "SELECT id, embedding FROM pgmem.memories")
+    assert mine.keys() == theirs.keys() == written.keys()
+    for memory_id, vector in theirs.items():
+        np.testing.assert_allclose(mine[memory_id], vector / np.linalg.norm(vector), atol=1e-6)
+
+
+def test_rerun_skips_what_is_there(
+    source_dsn: str, written: dict[str, Any], target: pgmem.Memory
+) -> None:
+    first = next(iter(written))
+    import_collection(target, COLLECTION, source=source_dsn)
+    target.update(first, text="changed in pgmem since the import")
+    again = import_collection(target, COLLECTION, source=source_dsn)
+    assert (again.read, again.imported, again.skipped) == (5, 0, 5)
+    assert target.get(first).text == "changed in pgmem since the import"
+    target.delete(first)
+    third = import_collection(target, COLLECTION, source=source_dsn, reuse_vectors=False)
+    assert (third.imported, third.skipped) == (1, 4)
+    assert not third.reused and "reuse_vectors=False" in third.vectors
+    assert target.get(first).text == written[first]["memory"]
+
+
+def test_another_models_vectors_are_not_reused(
+    source_dsn: str, target: pgmem.Memory
+) -> None:
+    """A collection of another dimension, and one whose vectors are another model's, are
+    embedded again."""
+    rng = np.random.default_rng(7)
+    with psycopg.connect(source_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE small (id uuid PRIMARY KEY, vector vector(8), payload jsonb)")
+        conn.execute("CREATE TABLE foreign_model "
+                     "(id uuid PRIMARY KEY, vector vector(384), payload jsonb)")
+        for table, dim in (("small", 8), ("foreign_model", 384)):
+            conn.execute(
+                f"INSERT INTO {table} VALUES (%s, %s::float4[]::vector, %s)",
+                (uuid.uuid4(), rng.normal(size=dim).tolist(),
+                 Jsonb({"data": f"a note from {table}", "user_id": "carol"})),
+            )
+    small = import_collection(target, "small", source=source_dsn)
+    assert (small.imported, small.reused) == (1, False)
+    assert "8-dimensional" in small.vectors
+    other = import_collection(target, "foreign_model", source=source_dsn)
+    assert (other.imported, other.reused) == (1, False)
+    assert "another model" in other.vectors
+    hit = target.search("a note from small", user_id="carol", limit=2)[0]
+    assert hit.explain.semantic > 0.9  # embedded by pgmem's model, not kept random
+    with pytest.raises(pgmem.DimensionMismatchError):
+        import_collection(target, "small", source=source_dsn, reuse_vectors=True)
+
+
+def test_bad_rows_stop_the_import_before_any_write(
+    source_dsn: str, target: pgmem.Memory
+) -> None:
+    bad = uuid.uuid4()
+    with psycopg.connect(source_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE with_bad_row "
+                     "(id uuid PRIMARY KEY, vector vector(384), payload jsonb)")
+        conn.execute("INSERT INTO with_bad_row SELECT gen_random_uuid(), NULL, %s",
+                      (Jsonb({"data": "fine", "user_id": "dan"}),))
+        conn.execute("INSERT INTO with_bad_row VALUES (%s, NULL, %s)",
+                      (bad, Jsonb({"data": "no scope at all"})))
+    with pytest.raises(pgmem.ScopeError, match=str(bad)):
+        import_collection(target, "with_bad_row", source=source_dsn)
+    assert target.get_all(user_id="dan").items == ()
+    with pytest.raises(pgmem.NotFoundError, match="no Mem0 collection"):
+        import_collection(target, "no_such_collection", source=source_dsn)
+
+
+def test_cli_imports_a_mem0_collection(
+    source_dsn: str, written: dict[str, Any], db_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgmem.cli import main
+
+    args = ["import", "--from-mem0", "--collection", COLLECTION, "--mem0-dsn", source_dsn,
+            "--dsn", db_dsn]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "imported 5 of 5 rows" in out.out
+    assert "importing" in out.err  # the progress bar
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["read"], report["imported"], report["skipped"]) == (5, 0, 5)
+    with pgmem.Memory(db_dsn) as mem:
+        assert {str(r.id) for r in mem.get_all(user_id="alice").items} == {
+            i for i, r in written.items() if r.get("user_id") == "alice"
+        }
+
+
+def test_cli_refuses_a_file_with_from_mem0(tmp_path: Path, db_dsn: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from pgmem.cli import main
+
+    assert main(["import", "--from-mem0", "--dsn", db_dsn]) == 2
+    assert "--collection" in capsys.readouterr().err
+
+
+def test_add_many_keeps_given_ids_times_and_embeddings(memory: pgmem.Memory) -> None:
+    """The import path of add_many, without Mem0: kept ids, timestamps and vectors; an id
+    already there is a duplicate; a given id is never deduplicated by content; bad values
+    are refused before anything is written."""
+    from datetime import datetime, timezone
+
+    made = datetime(2024, 5, 1, 12, 30, tzinfo=timezone.utc)
+    vector = np.zeros(384, np.float32)
+    vector[3] = 1.0
+    kept, fresh = uuid.uuid4(), uuid.uuid4()
+    memory.add("I like tea", user_id="u")
+    results = memory.add_many([
+        {"text": "I like tea", "user_id": "u", "id": kept, "created_at": made,
+         "updated_at": "2024-06-01T08:00:00+00:00", "embedding": vector.tolist()},
+        {"text": "I like tea", "user_id": "u"},
+        {"text": "I like coffee", "user_id": "u", "id": str(fresh)},
+    ])
+    assert [(r.id == kept, r.duplicate) for r in results[:1]] == [(True, False)]
+    assert results[1].duplicate and results[1].id not in (kept, fresh)
+    assert results[2].id == fresh and not results[2].duplicate
+    record = memory.get(kept)
+    assert record.created_at == made
+    assert record.updated_at == datetime(2024, 6, 1, 8, tzinfo=timezone.utc)
+    assert memory.history(kept)[0].created_at == made
+    hit = memory.search("I like tea", user_id="u", mode="semantic", threshold=0.0, limit=5)
+    assert next(h for h in hit if h.id == kept).explain.semantic < 0.5  # its own vector
+    again = memory.add_many([{"text": "changed", "user_id": "u", "id": kept}])
+    assert again[0].duplicate and memory.get(kept).text == "I like tea"
+    for bad in ({"embedding": [0.0] * 384}, {"embedding": [1.0] * 3}, {"created_at": "soon"},
+                {"created_at": datetime(2024, 1, 1)}, {"id": "nope"}):
+        with pytest.raises((pgmem.InvalidInputError, pgmem.DimensionMismatchError)):
+            memory.add_many([{"text": "ok", "user_id": "v"},
+                             {"text": "bad", "user_id": "v", **bad}])
+    assert memory.get_all(user_id="v").items == ()
