@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pgmem import operations, validate
 from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, AsyncConnector, AsyncSource
+from pgmem.languages import Analyzers
 from pgmem.migrate import DEFAULT_SCHEMA
-from pgmem.nlp import TextAnalyzer
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
 from pgmem.store import execute_async
@@ -71,7 +71,7 @@ class AsyncMemory(operations.Configured):
         db: AsyncSource = None,
         *,
         embedder: Any = None,
-        nlp: TextAnalyzer | str | None = None,
+        nlp: Analyzers = None,
         reranker: Reranker | None = None,
         schema: str = DEFAULT_SCHEMA,
         tenant: str = "default",

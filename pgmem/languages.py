@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pgmem.errors import ConfigurationError, InvalidInputError, PgmemError
@@ -45,6 +45,10 @@ LANGUAGE_CODES = {
     "tamil": "ta", "turkish": "tr", "yiddish": "yi",
 }
 MODEL_SIZES = ("sm", "md", "lg")
+
+#: ``Memory(nlp=...)``: English's analyzer (a :class:`TextAnalyzer` or a spaCy model name), or
+#: an analyzer per configuration name (``{"english": ..., "french": "fr_core_news_md"}``).
+Analyzers = TextAnalyzer | str | Mapping[str, TextAnalyzer | str] | None
 
 
 def spacy_models(config: str) -> tuple[str, ...]:
@@ -125,19 +129,32 @@ class TextSearch:
 class Languages:
     """The :class:`TextSearch` of each configuration a ``Memory`` uses, made on first use.
 
-    ``default`` is the Memory's configuration (None: ``PGMEM_TS_CONFIG``, else ``english``);
-    ``analyzer``, when given, makes its lexemes (a :class:`TextAnalyzer` or a spaCy model name);
-    else English uses ``TextAnalyzer()`` and another language its installed spaCy model, or
-    PostgreSQL. Nothing loads a model here.
+    ``default`` is the Memory's configuration (None: ``PGMEM_TS_CONFIG``, else ``english``).
+    ``analyzers`` (see :data:`Analyzers`) are English's analyzer, or one per configuration;
+    a configuration without one given uses, for English, ``TextAnalyzer()``, for another
+    language its installed spaCy model, else PostgreSQL. Nothing loads a model here.
     """
 
-    def __init__(self, default: str | None, analyzer: TextAnalyzer | str | None) -> None:
+    def __init__(self, default: str | None, analyzers: Analyzers) -> None:
         self.default = check_name(
             default if default is not None
             else os.environ.get("PGMEM_TS_CONFIG") or DEFAULT_TS_CONFIG,
             "Memory(ts_config=...)", ConfigurationError,
         )
-        self._given = analyzer
+        if analyzers is None:
+            self._given: dict[str, TextAnalyzer | str] = {}
+        elif isinstance(analyzers, (TextAnalyzer, str)):
+            self._given = {DEFAULT_TS_CONFIG: analyzers}
+        elif isinstance(analyzers, Mapping) and all(
+            isinstance(k, str) and isinstance(v, (TextAnalyzer, str))
+            for k, v in analyzers.items()
+        ):
+            self._given = dict(analyzers)
+        else:
+            raise ConfigurationError(
+                "nlp must be a TextAnalyzer, a spaCy model name, or a dict of them by text "
+                f"search configuration, got {type(analyzers).__name__}"
+            )
         self._lock = threading.Lock()
         self._searches: dict[str, TextSearch] = {}
         self._available: frozenset[str] = frozenset()
@@ -181,8 +198,8 @@ class Languages:
         raise InvalidInputError(f"ts_config: {problem}")
 
     def _analyzer(self, config: str) -> TextAnalyzer | None:
-        if config == self.default and self._given is not None:
-            given = self._given
+        given = self._given.get(config)
+        if given is not None:
             return given if isinstance(given, TextAnalyzer) else TextAnalyzer(given)
         if config == DEFAULT_TS_CONFIG:
             return TextAnalyzer()

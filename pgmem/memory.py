@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pgmem import operations, validate
 from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, Connector, Source
+from pgmem.languages import Analyzers
 from pgmem.migrate import DEFAULT_SCHEMA
-from pgmem.nlp import TextAnalyzer
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
 from pgmem.store import execute
@@ -71,7 +71,8 @@ class Memory(operations.Configured):
     connects or loads a model until the first call. The schema must exist (:func:`pgmem.migrate`).
 
     ``embedder``: any object with ``embed(texts)``; default all-MiniLM-L6-v2.
-    ``nlp``: a :class:`~pgmem.nlp.TextAnalyzer` or a spaCy model name.
+    ``nlp``: English's :class:`~pgmem.nlp.TextAnalyzer` or spaCy model name, or a dict of
+    them by text search configuration (``{"french": "fr_core_news_md"}``).
     ``reranker``: any object with ``rerank(query, hits, limit)``, used when ``rerank=True``.
     ``keyword_score``: ``"bm25"`` (default) or ``"ts_rank_cd"``.
     ``max_text_length``: the longest text or query accepted, in characters.
@@ -80,9 +81,9 @@ class Memory(operations.Configured):
     ``ts_config``: the PostgreSQL text search configuration of the keyword lexemes -- ``english``
     (default; else ``PGMEM_TS_CONFIG``), ``simple``, ``german``, ``french``... -- which ``add``,
     ``update`` and ``search`` take per call too (see :mod:`pgmem.languages`). A spaCy model
-    installed for the language lemmatizes (``nlp`` is the one of this configuration); without
-    one, PostgreSQL's ``to_tsvector`` makes the lexemes, and no entities are extracted. A name
-    the database lacks raises :class:`~pgmem.errors.ConfigurationError` at the first call.
+    installed for the language lemmatizes (or the one ``nlp`` names for it); without one,
+    PostgreSQL's ``to_tsvector`` makes the lexemes, and no entities are extracted. A name the
+    database lacks raises :class:`~pgmem.errors.ConfigurationError` at the first call.
     """
 
     def __init__(
@@ -90,7 +91,7 @@ class Memory(operations.Configured):
         db: Source = None,
         *,
         embedder: Any = None,
-        nlp: TextAnalyzer | str | None = None,
+        nlp: Analyzers = None,
         reranker: Reranker | None = None,
         schema: str = DEFAULT_SCHEMA,
         tenant: str = "default",

@@ -31,7 +31,7 @@ from pgmem.errors import (
     SchemaError,
 )
 from pgmem.filters import compile_filters
-from pgmem.languages import Languages, TextSearch, check_name
+from pgmem.languages import Analyzers, Languages, TextSearch, check_name
 from pgmem.migrate import check_schema_name
 from pgmem.nlp import Analysis, TextAnalyzer
 from pgmem.rerank import Reranker
@@ -323,7 +323,7 @@ class Operations:
         self,
         *,
         embedder: Any,
-        nlp: TextAnalyzer | str | None,
+        nlp: Analyzers,
         reranker: Reranker | None,
         schema: str,
         tenant: str,

@@ -6,6 +6,7 @@ errors for a configuration the database lacks."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import importlib.util
 from collections.abc import Iterator
 
@@ -228,8 +229,9 @@ def test_the_search_statement_names_the_configuration(german: pgmem.Memory) -> N
 
 
 def test_memories_stored_before_the_migration_are_english(empty_db_dsn: str) -> None:
+    migration = importlib.import_module("pgmem.migrations.versions.0003_text_search_config")
     pgmem.migrate(empty_db_dsn)
-    pgmem.downgrade(empty_db_dsn, "0002")
+    pgmem.downgrade(empty_db_dsn, migration.down_revision)  # the schema just before it
     with psycopg.connect(empty_db_dsn) as conn:
         conn.execute(
             "INSERT INTO pgmem.memories (user_id, text, content_hash, embedding, lexemes,"

@@ -11,10 +11,11 @@ import pytest
 from pgmem import pipeline, validate
 from pgmem.errors import ConfigurationError, InvalidInputError
 from pgmem.filters import compile_filters
-from pgmem.languages import Languages, TextSearch, check_name
+from pgmem.languages import Languages, TextSearch, check_name, installed_model, spacy_models
 from pgmem.nlp import Analysis, TextAnalyzer
 
 GERMAN = TextSearch("german", None)
+HAS_GERMAN_MODEL = installed_model(spacy_models("german")) is not None
 ENGLISH = TextSearch("english", TextAnalyzer("blank"))
 
 
@@ -107,3 +108,15 @@ def test_the_default_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert Languages("french", None).default == "french"
     monkeypatch.delenv("PGMEM_TS_CONFIG")
     assert Languages(None, None).default == "english"
+
+
+def test_nlp_names_english_or_each_configuration() -> None:
+    english = TextAnalyzer("blank")
+    assert Languages("german", english).english is english  # a plain analyzer is English's
+    assert Languages("german", english).get().by_postgres is not HAS_GERMAN_MODEL
+    french = TextAnalyzer("blank")
+    chosen = Languages("french", {"french": french, "english": "blank"})
+    assert chosen.get().analyzer is french
+    assert chosen.english is not english and chosen.english.model_name == "blank"
+    with pytest.raises(ConfigurationError, match="nlp"):
+        Languages(None, {"french": 3})  # type: ignore[dict-item]
