@@ -21,21 +21,18 @@ import contextlib
 import enum
 import math
 import os
+import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection as SAConnection
-from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Session
 
 from pgmem.errors import (
     ConfigurationError,
@@ -48,8 +45,15 @@ from pgmem.errors import (
 )
 from pgmem.migrate import parse_version
 
+if TYPE_CHECKING:  # SQLAlchemy is imported only for a SQLAlchemy source (see _sqlalchemy_kind)
+    from sqlalchemy.engine import Connection as SAConnection
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session
+
 #: What :class:`Connector` accepts (None: ``PGMEM_DSN``, then libpq's ``PG*`` variables).
-Source = str | psycopg.Connection | ConnectionPool | Engine | SAConnection | Session | None
+Source = Union[  # the SQLAlchemy names are strings: SQLAlchemy is imported only when used
+    str, psycopg.Connection, ConnectionPool, "Engine", "SAConnection", "Session", None
+]
 #: What :class:`AsyncConnector` accepts.
 AsyncSource = str | psycopg.AsyncConnection | AsyncConnectionPool | None
 
@@ -172,9 +176,26 @@ def _check_driver(dialect: Any) -> None:
         )
 
 
+def _sqlalchemy_kind(source: Any) -> str | None:
+    """'engine', 'connection' or 'session' for a SQLAlchemy object, else None. A process that
+    never imported SQLAlchemy holds none of its objects, and does not import it here."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from sqlalchemy.engine import Connection as SAConnection
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session
+
+    for kind, cls in (("engine", Engine), ("connection", SAConnection), ("session", Session)):
+        if isinstance(source, cls):
+            return kind
+    return None
+
+
 @contextlib.contextmanager
 def _sqlalchemy_errors() -> Iterator[None]:
     """Raise SQLAlchemy's errors (and the driver's under them) as pgmem's."""
+    from sqlalchemy import exc as sa_exc
+
     try:
         yield
     except sa_exc.DBAPIError as exc:
@@ -205,18 +226,20 @@ class Connector:
         self._session: Session | None = None
         self._connect_timeout = connect_timeout
         source = default_source(source)
+        kind = _sqlalchemy_kind(source)
+        sa_source: Any = source  # of the SQLAlchemy class that kind names
         if isinstance(source, psycopg.Connection):
             self._connection = source
         elif isinstance(source, ConnectionPool):
             self._pool = source
-        elif isinstance(source, Engine):
-            _check_driver(source.dialect)
-            self._engine = source
-        elif isinstance(source, SAConnection):
-            _check_driver(source.dialect)
-            self._sa_connection = source
-        elif isinstance(source, Session):
-            self._session = source
+        elif kind == "engine":
+            _check_driver(sa_source.dialect)
+            self._engine = sa_source
+        elif kind == "connection":
+            _check_driver(sa_source.dialect)
+            self._sa_connection = sa_source
+        elif kind == "session":
+            self._session = sa_source
         elif not isinstance(source, str):
             raise ConfigurationError(
                 "db must be a DSN, a psycopg Connection or ConnectionPool, or a SQLAlchemy "

@@ -15,14 +15,13 @@ from importlib.resources import files
 from typing import TYPE_CHECKING
 
 import psycopg
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
 from pgmem.errors import ConfigurationError, PgvectorError, SchemaError, translate
 
-if TYPE_CHECKING:  # Alembic is imported when a migration runs: a command that runs none
-    from alembic.config import Config  # starts faster (pgmem's CLI)
+if TYPE_CHECKING:  # Alembic and SQLAlchemy are imported when used: a command that runs no
+    from alembic.config import Config  # migration starts faster (pgmem's CLI)
+    from sqlalchemy import Engine
+    from sqlalchemy.engine import Connection
 
 DEFAULT_SCHEMA = "pgmem"
 DEFAULT_DIM = 384
@@ -68,6 +67,8 @@ def current_settings() -> MigrationSettings:
 
 def engine_for(dsn: str) -> Engine:
     """A SQLAlchemy engine on psycopg 3 for a libpq DSN (URL or key=value; '' uses PG* vars)."""
+    from sqlalchemy import create_engine
+
     return create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn))
 
 
@@ -135,6 +136,8 @@ def schema_revision(connection: Connection, schema: str = DEFAULT_SCHEMA) -> str
 
 def schema_dimension(connection: Connection, schema: str = DEFAULT_SCHEMA) -> int | None:
     """The dimension of ``memories.embedding`` in the catalog, or None if there is no table."""
+    from sqlalchemy import text
+
     row = connection.execute(
         text(
             "SELECT a.atttypmod FROM pg_attribute a"
@@ -146,6 +149,8 @@ def schema_dimension(connection: Connection, schema: str = DEFAULT_SCHEMA) -> in
 
 
 def _check_pgvector(connection: Connection) -> None:
+    from sqlalchemy import text
+
     row = connection.execute(
         text(
             "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'),"
@@ -174,6 +179,8 @@ def parse_version(version: str) -> tuple[int, ...]:
 @contextlib.contextmanager
 def _wrap_sqlalchemy_errors() -> Iterator[None]:
     """SQLAlchemy wraps driver errors in its own classes; raise pgmem's instead."""
+    from sqlalchemy.exc import DBAPIError
+
     try:
         yield
     except DBAPIError as exc:

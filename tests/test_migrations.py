@@ -198,6 +198,9 @@ def test_the_wheel_ships_sql_and_migrations(tmp_path: Path) -> None:
     assert {
         "pgmem/sql/queries.sql",
         "pgmem/sql/schema.sql",
+        "pgmem/sql/catalog.sql",
+        "pgmem/cli/__init__.py",
+        "pgmem/cli/__main__.py",
         "pgmem/migrations/env.py",
         "pgmem/migrations/script.py.mako",
         "pgmem/migrations/versions/0001_initial.py",
