@@ -12,16 +12,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
 import psycopg
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from pgmem.errors import ConfigurationError, PgvectorError, SchemaError, translate
+
+if TYPE_CHECKING:  # Alembic is imported when a migration runs: a command that runs none
+    from alembic.config import Config  # starts faster (pgmem's CLI)
 
 DEFAULT_SCHEMA = "pgmem"
 DEFAULT_DIM = 384
@@ -72,6 +73,8 @@ def engine_for(dsn: str) -> Engine:
 
 def alembic_config(settings: MigrationSettings, connection: Connection | None = None) -> Config:
     """An Alembic Config for pgmem's migrations as installed with the package."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(files("pgmem.migrations")))
     config.attributes["pgmem_settings"] = settings
@@ -96,6 +99,8 @@ def migrate(dsn: str = "", *, dim: int = DEFAULT_DIM, schema: str = DEFAULT_SCHE
     try:
         with _wrap_sqlalchemy_errors(), engine.begin() as connection:
             _check_pgvector(connection)
+            from alembic import command
+
             command.upgrade(alembic_config(settings, connection), "head")
             existing = schema_dimension(connection, schema)
             if existing != dim:
@@ -113,6 +118,8 @@ def downgrade(dsn: str = "", revision: str = "base", *, schema: str = DEFAULT_SC
     engine = engine_for(dsn)
     try:
         with _wrap_sqlalchemy_errors(), engine.begin() as connection:
+            from alembic import command
+
             command.downgrade(alembic_config(settings, connection), revision)
     finally:
         engine.dispose()
@@ -120,6 +127,8 @@ def downgrade(dsn: str = "", revision: str = "base", *, schema: str = DEFAULT_SC
 
 def schema_revision(connection: Connection, schema: str = DEFAULT_SCHEMA) -> str | None:
     """The Alembic revision pgmem's schema is at, or None when it was never migrated."""
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(connection, opts={"version_table_schema": schema})
     return context.get_current_revision()
 

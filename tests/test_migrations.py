@@ -149,7 +149,7 @@ def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
         host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
         ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
     assert host == [("host_app_42",)]
-    assert ours == [("0002",)]
+    assert ours == [("0003",)]
 
 
 def test_the_dimension_is_chosen_at_creation(empty_db_dsn: str) -> None:
@@ -183,7 +183,7 @@ def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
     current = subprocess.run(
         [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
     )
-    assert "0002 (head)" in current.stdout
+    assert "0003 (head)" in current.stdout
     assert {"memories", "history"} <= tables(empty_db_dsn)
 
 

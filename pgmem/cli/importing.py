@@ -84,9 +84,7 @@ def import_rows(
     scope: ScopeArgs | None = None,
 ) -> tuple[int, int]:
     """add_many with a progress bar; (memories stored, duplicates skipped)."""
-    progress = ProgressBar("importing")
-    if progress.tty:
-        progress(0, len(rows))
+    progress = ProgressBar("importing", len(rows))
     try:
         results = memory.add_many(
             [item for _, item in rows], batch_size=batch_size, on_progress=progress,

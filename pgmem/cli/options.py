@@ -132,27 +132,42 @@ def size(n: int) -> str:
 
 
 class ProgressBar:
-    """A textual progress bar on stderr: redrawn in place on a terminal, else printed once at
-    the end."""
+    """``on_progress`` for :meth:`Memory.add_many`: tqdm's bar on stderr, redrawn in place on a
+    terminal; elsewhere (a log, a pipe) one line, printed when the work is done. ``total`` may
+    be left for the first call to tell (an import learns it as it reads)."""
 
-    def __init__(self, label: str, stream: TextIO | None = None, width: int = 30) -> None:
+    FORMAT = "{desc} [{bar:30}] {n}/{total} ({rate_noinv_fmt})"
+
+    def __init__(self, label: str, total: int = 0, stream: TextIO | None = None) -> None:
+        from tqdm import tqdm
+
         self.label = label
+        self.total = total
+        self.done = 0
         self.stream = stream if stream is not None else sys.stderr
-        self.width = width
-        self.started = time.monotonic()
         self.tty = self.stream.isatty()
+        self.started = time.monotonic()
+        self._tqdm = tqdm
+        self._bar = tqdm(
+            total=total, desc=label, file=self.stream, bar_format=self.FORMAT, ascii="-#",
+            unit=" memories", disable=not self.tty,
+        )
 
     def __call__(self, done: int, total: int) -> None:
-        if self.tty or done >= total:
-            filled = self.width * done // max(total, 1)
-            rate = done / max(time.monotonic() - self.started, 1e-9)
-            line = (f"{self.label} [{'#' * filled}{'-' * (self.width - filled)}] "
-                    f"{done}/{total} ({rate:.0f}/s)")
-            self.stream.write(("\r" + line) if self.tty else line + "\n")
-            self.stream.flush()
+        if total != self.total:
+            self.total = self._bar.total = total
+        if self.tty:
+            self._bar.update(done - self.done)
+        self.done = done
 
     def finish(self) -> None:
-        """End the in-place line on a terminal."""
+        """End the bar: on a terminal, its line; elsewhere, print it once if the work is done."""
         if self.tty:
-            self.stream.write("\n")
+            self._bar.close()
+        elif self.done >= self.total:
+            line = self._tqdm.format_meter(
+                self.done, self.total, time.monotonic() - self.started, prefix=self.label,
+                bar_format=self.FORMAT, ascii="-#", unit=" memories",
+            )
+            self.stream.write(line + "\n")
             self.stream.flush()

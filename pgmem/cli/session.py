@@ -8,7 +8,10 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any
 
+from pgmem.cli import background
+from pgmem.cli.background import ServerClient
 from pgmem.embedding import SentenceTransformerEmbedder
+from pgmem.errors import PgmemError
 from pgmem.nlp import TextAnalyzer
 
 if TYPE_CHECKING:
@@ -36,7 +39,12 @@ def configured_dsn(dsn: str | None) -> str | None:
 
 
 class Session:
-    """The database and the :class:`Memory` of one command, opened on first use."""
+    """The database and the :class:`Memory` of one command, opened on first use.
+
+    With no database configured it uses the background server of ``pgmem server start`` when
+    one runs (its PostgreSQL and its loaded models), else starts the embedded server for this
+    command alone.
+    """
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -44,6 +52,8 @@ class Session:
         self.tenant: str = args.tenant
         self._dsn = configured_dsn(args.dsn)
         self._embedded: Any = None
+        self._background: ServerClient | None = None
+        self._looked_for_background = False
         self._memory: Memory | None = None
         self._migrated = False
 
@@ -54,14 +64,46 @@ class Session:
 
     @property
     def embedded_home(self) -> str | None:
-        """The embedded server's data directory, once started."""
+        """The embedded server's data directory, once started (or found running)."""
+        if self._background is not None:
+            return self._background.state.home
         return None if self._embedded is None else str(self._embedded.home)
 
+    @property
+    def background(self) -> ServerClient | None:
+        """The running ``pgmem server`` this session uses, if any (embedded sessions only)."""
+        if self._dsn is None and not self._looked_for_background:
+            self._looked_for_background = True
+            from pgmem.embedded import data_home
+
+            state = background.running(data_home())
+            if state is not None:
+                client = ServerClient(state)
+                try:
+                    client.info()  # it answers, and its PostgreSQL runs
+                except PgmemError:
+                    client.close()
+                else:
+                    self._background = client
+        return self._background
+
     def dsn(self, *, migrate: bool = True) -> str:
-        """The DSN. With none configured, starts the embedded server and (by default, once)
-        migrates it."""
+        """The DSN. With none configured, the running ``pgmem server``'s, else starts the
+        embedded server; either way (by default, once) migrates the schema."""
         if self._dsn is not None:
             return self._dsn
+        server = self.background
+        if server is not None:
+            # The server migrated its own schema when it started.
+            if migrate and not self._migrated and self.schema != server.state.schema:
+                from pgmem.cli.catalog import schema_dim
+                from pgmem.migrate import DEFAULT_DIM
+                from pgmem.migrate import migrate as migrate_schema
+
+                dim = schema_dim(server.state.dsn, self.schema) or DEFAULT_DIM
+                migrate_schema(server.state.dsn, dim=dim, schema=self.schema)
+            self._migrated = True
+            return server.state.dsn
         if self._embedded is None:
             from pgmem.embedded import EmbeddedServer
 
@@ -73,10 +115,12 @@ class Session:
         dsn: str = self._embedded.dsn
         return dsn
 
-    @staticmethod
-    def models() -> tuple[SentenceTransformerEmbedder, TextAnalyzer]:
-        """The process's embedder and spaCy pipeline: ``pgmem.cli._models()``, the one place
-        tests replace them."""
+    def models(self) -> tuple[Any, TextAnalyzer]:
+        """The embedder and spaCy pipeline: the running ``pgmem server``'s, else this process's
+        (``pgmem.cli._models()``, the one place tests replace them)."""
+        server = self.background
+        if server is not None:
+            return background.RemoteEmbedder(server), background.remote_analyzer(server)
         from pgmem import cli
 
         return cli._models()
@@ -86,18 +130,20 @@ class Session:
         if self._memory is None:
             from pgmem.memory import Memory
 
+            dsn = self.dsn(migrate=migrate)
             embedder, analyzer = self.models()
             self._memory = Memory(
-                self.dsn(migrate=migrate), embedder=embedder, nlp=analyzer,
-                schema=self.schema, tenant=self.tenant,
+                dsn, embedder=embedder, nlp=analyzer, schema=self.schema, tenant=self.tenant,
             )
         return self._memory
 
     def close(self) -> None:
-        """Close the pool, then let go of the embedded server."""
+        """Close the pool, then let go of the embedded server (or the background one)."""
         try:
             if self._memory is not None:
                 self._memory.close()
         finally:
+            if self._background is not None:
+                self._background.close()
             if self._embedded is not None:
                 self._embedded.stop()
