@@ -38,3 +38,9 @@ SELECT c.vector, coalesce(c.payload ->> 'data', c.payload ->> 'text') AS text
  WHERE coalesce(c.payload ->> 'data', c.payload ->> 'text') IS NOT NULL AND c.vector IS NOT NULL
  ORDER BY c.id
  LIMIT %(limit)s
+
+-- name: existing_ids
+-- Which of `ids` the tenant already has: an import skips them before any model work.
+SELECT m.id
+  FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -38,8 +39,10 @@ from pgmem.errors import (
     NotFoundError,
     translate,
 )
-from pgmem.memory import Memory
+from pgmem.memory import Memory, run
+from pgmem.operations import Steps, result_of, transaction
 from pgmem.queries import named_blocks
+from pgmem.store import Statement
 
 __all__ = ["ImportReport", "import_collection", "memory_item"]
 
@@ -120,11 +123,14 @@ def import_collection(
         logger.info("importing %d rows of %s: %s", total, collection, why)
         imported = skipped = 0
         for rows in reader.pages(size, vectors=reused):
-            items = [memory_item(row, keep_vector=reused) for row in rows]
-            results = memory.add_many(items, dedupe=False, batch_size=size)
+            there = _existing_ids(memory, [row["id"] for row in rows])
+            items = [memory_item(row, keep_vector=reused) for row in rows
+                     if row["id"] not in there]
+            # add_many still skips an id written meanwhile (a concurrent import): a duplicate.
+            results = memory.add_many(items, dedupe=False, batch_size=size) if items else []
             duplicates = sum(r.duplicate for r in results)
             imported += len(results) - duplicates
-            skipped += duplicates
+            skipped += duplicates + len(rows) - len(items)
             if on_progress is not None:
                 on_progress(imported + skipped, total)
     except psycopg.Error as exc:
@@ -133,6 +139,21 @@ def import_collection(
         if isinstance(source, str):
             conn.close()
     return ImportReport(collection, imported + skipped, imported, skipped, reused, why)
+
+
+def _existing_ids(memory: Memory, ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """The ids of ``ids`` that ``memory``'s tenant already has (one statement, on the
+    facade's own connection)."""
+    statement = Statement(
+        "existing_ids",
+        sql.SQL(mem0_queries()["existing_ids"]).format(schema=sql.Identifier(memory.schema)),
+        {"tenant": memory.tenant, "ids": ids}, "all", lambda rows: {r["id"] for r in rows},
+    )
+
+    def steps(_: object) -> Steps[set[uuid.UUID]]:
+        return (yield from result_of(statement))
+
+    return run(memory._connector, transaction(steps))
 
 
 def memory_item(row: Mapping[str, Any], *, keep_vector: bool) -> dict[str, Any]:
