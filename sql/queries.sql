@@ -349,12 +349,15 @@ SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, 
 -- name: list_memories
 -- One page of the scope's memories in (created_at, id) order, after the cursor's position (keyset
 -- paging: no row is skipped or repeated while others are added or deleted). Ask for one row more
--- than the page holds to learn whether another page follows.
+-- than the page holds to learn whether another page follows. The index of the scope id ends with
+-- (created_at, id): a page is one index range starting at the cursor (the first page's cursor is
+-- before every row), read in order -- no sort of the scope, in a custom or a generic plan.
 SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, m.updated_at
   FROM {schema}.memories m
  WHERE {scope}
-   AND (%(after_created_at)s::timestamptz IS NULL
-        OR (m.created_at, m.id) > (%(after_created_at)s::timestamptz, %(after_id)s::uuid))
+   AND (m.created_at, m.id)
+       > (coalesce(%(after_created_at)s::timestamptz, '-infinity'),
+          coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000'))
  ORDER BY m.created_at, m.id
  LIMIT %(limit)s
 
