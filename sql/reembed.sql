@@ -70,7 +70,9 @@ VALUES ('next', %(model)s, %(dim)s, %(storage)s)
 -- name: reembed_add_columns
 -- ... the new columns (nullable, no default: no table rewrite) ...
 ALTER TABLE {schema}.memories ADD COLUMN IF NOT EXISTS embedding_next {vector_type};
-ALTER TABLE {schema}.entities ADD COLUMN IF NOT EXISTS embedding_next {vector_type}
+ALTER TABLE {schema}.memories ALTER COLUMN embedding_next SET STORAGE MAIN;
+ALTER TABLE {schema}.entities ADD COLUMN IF NOT EXISTS embedding_next {vector_type};
+ALTER TABLE {schema}.entities ALTER COLUMN embedding_next SET STORAGE MAIN
 
 -- name: reembed_add_trigger
 -- ... and the trigger: a memory whose text changes (an update by an application still on the

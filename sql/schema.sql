@@ -29,6 +29,8 @@ CREATE TABLE pgmem.memories (
     CONSTRAINT memories_scope_check
         CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL)
 );
+-- Vectors stay in the row, not TOASTed out of line (the planner does not count reading TOAST).
+ALTER TABLE pgmem.memories ALTER COLUMN embedding SET STORAGE MAIN;
 CREATE INDEX memories_embedding_idx ON pgmem.memories USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX memories_lexemes_idx ON pgmem.memories USING gin (lexemes);
 -- A scope's memories by scope id, in get_all's page order (created_at, id): a page is one
@@ -51,6 +53,7 @@ CREATE TABLE pgmem.entities (
     CONSTRAINT entities_pkey PRIMARY KEY (tenant, id),
     CONSTRAINT entities_name_key UNIQUE (tenant, name)
 );
+ALTER TABLE pgmem.entities ALTER COLUMN embedding SET STORAGE MAIN;
 
 -- Which memory mentions which entity. Spread counts come from here by aggregate. Each link
 -- carries its memory's scope ids (which never change), so that a search reads the links of its

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 CATALOG = {
     "columns": """
         SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-               pg_get_expr(d.adbin, d.adrelid), a.attidentity
+               pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attstorage
           FROM pg_attribute a
           JOIN pg_class c ON c.oid = a.attrelid
           JOIN pg_namespace n ON n.oid = c.relnamespace

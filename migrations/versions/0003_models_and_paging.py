@@ -7,6 +7,10 @@
 * The scope indexes end with ``(created_at, id)``: ``get_all`` reads a page of a scope in index
   order, from its cursor on, instead of sorting the whole scope. They keep their names and
   still serve every lookup by scope id.
+* Embeddings are stored in the row (``STORAGE MAIN``), not out of line: from ~500 dimensions
+  (``vector``; ~1,000 as ``halfvec``) a vector passes the 2 kB TOAST threshold, and the planner,
+  which does not count reading TOAST, then finds a sequential scan cheaper than the HNSW index
+  for tables of tens of thousands of rows. Rows written from now on are stored so.
 * ``entities_embedding_idx`` goes: searches compare a query's entities with the entities of
   the scope's links, fetched by key, and no statement orders entities by distance. Each entity
   insert no longer pays for an HNSW insertion.
@@ -70,6 +74,8 @@ def upgrade() -> None:
             schema=schema,
         )
     op.drop_index("entities_embedding_idx", table_name="entities", schema=schema)
+    for table in ("memories", "entities"):
+        op.execute(f'ALTER TABLE "{schema}".{table} ALTER COLUMN embedding SET STORAGE MAIN')
 
 
 def downgrade() -> None:
@@ -85,3 +91,5 @@ def downgrade() -> None:
         op.drop_index(_scope_index(column), table_name="memories", schema=schema)
         op.create_index(_scope_index(column), "memories", ["tenant", column], schema=schema)
     op.drop_table("embedding_models", schema=schema)
+    for table in ("memories", "entities"):
+        op.execute(f'ALTER TABLE "{schema}".{table} ALTER COLUMN embedding SET STORAGE DEFAULT')
