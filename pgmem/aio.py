@@ -79,10 +79,11 @@ class AsyncMemory(operations.Configured):
         max_text_length: int = validate.MAX_TEXT_LENGTH,
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        ts_config: str | None = None,
     ) -> None:
         self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
-            keyword_score=keyword_score, max_text_length=max_text_length,
+            keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
         )
         self._connector = AsyncConnector(
             db, max_size=pool_max_size, connect_timeout=connect_timeout
@@ -111,11 +112,12 @@ class AsyncMemory(operations.Configured):
         run_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         dedupe: bool = True,
+        ts_config: str | None = None,
     ) -> AddResult:
         """As :meth:`pgmem.Memory.add`."""
         return await run_async(self._connector, self._ops.add(
             text, user_id=user_id, agent_id=agent_id, run_id=run_id, metadata=metadata,
-            dedupe=dedupe,
+            dedupe=dedupe, ts_config=ts_config,
         ))
 
     async def add_many(
@@ -128,12 +130,13 @@ class AsyncMemory(operations.Configured):
         dedupe: bool = True,
         batch_size: int = 64,
         on_progress: Callable[[int, int], object] | None = None,
+        ts_config: str | None = None,
     ) -> list[AddResult]:
         """As :meth:`pgmem.Memory.add_many`; ``on_progress`` is a plain function, called in the
         event loop."""
         return await run_async(self._connector, self._ops.add_many(
             items, user_id=user_id, agent_id=agent_id, run_id=run_id, dedupe=dedupe,
-            batch_size=batch_size, on_progress=on_progress,
+            batch_size=batch_size, on_progress=on_progress, ts_config=ts_config,
         ))
 
     async def update(
@@ -142,11 +145,12 @@ class AsyncMemory(operations.Configured):
         *,
         text: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        ts_config: str | None = None,
     ) -> MemoryRecord:
         """As :meth:`pgmem.Memory.update`."""
-        return await run_async(
-            self._connector, self._ops.update(memory_id, text=text, metadata=metadata)
-        )
+        return await run_async(self._connector, self._ops.update(
+            memory_id, text=text, metadata=metadata, ts_config=ts_config
+        ))
 
     async def delete(self, memory_id: uuid.UUID | str) -> None:
         """As :meth:`pgmem.Memory.delete`."""
@@ -205,11 +209,13 @@ class AsyncMemory(operations.Configured):
         rerank: bool = False,
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
+        ts_config: str | None = None,
     ) -> list[SearchHit]:
         """As :meth:`pgmem.Memory.search`."""
         return await run_async(self._connector, self._ops.search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             threshold=threshold, filters=filters, rerank=rerank, mode=mode, legs=legs,
+            ts_config=ts_config,
         ))
 
     async def search_sql(
@@ -223,11 +229,12 @@ class AsyncMemory(operations.Configured):
         filters: Mapping[str, Any] | None = None,
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
+        ts_config: str | None = None,
     ) -> str:
         """As :meth:`pgmem.Memory.search_sql`."""
         return await run_async(self._connector, self._ops.search_sql(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
-            filters=filters, mode=mode, legs=legs,
+            filters=filters, mode=mode, legs=legs, ts_config=ts_config,
         ))
 
     async def explain_search(
@@ -242,9 +249,10 @@ class AsyncMemory(operations.Configured):
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
         analyze: bool = False,
+        ts_config: str | None = None,
     ) -> dict[str, Any]:
         """As :meth:`pgmem.Memory.explain_search`."""
         return await run_async(self._connector, self._ops.explain_search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
-            filters=filters, mode=mode, legs=legs, analyze=analyze,
+            filters=filters, mode=mode, legs=legs, analyze=analyze, ts_config=ts_config,
         ))

@@ -302,8 +302,14 @@ def _prune_dead(handles: Any) -> list[int]:
     """Drop the pids of processes that died from pgserver's handle list; the live ones."""
     import psutil
 
+    def living(pid: int) -> bool:  # a zombie (dead, not yet reaped by its parent) is dead
+        try:
+            return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+        except psutil.Error:
+            return False
+
     pids = handles.get()
-    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    alive = [pid for pid in pids if living(pid)]
     if alive != pids:
         handles.put(alive)
     return alive

@@ -1,6 +1,6 @@
 """Which embedding model made a schema's vectors, and whether an embedder is that model.
 
-The schema records it in ``embedding_models`` (revision 0003): row ``current`` has the model's
+The schema records it in ``embedding_models`` (revision 0004): row ``current`` has the model's
 name (NULL until the first write records its embedder's), its dimension and the storage
 (``vector`` or ``halfvec``); row ``next`` exists while :func:`pgmem.reembed` moves the vectors
 to another model. An embedder's name is its ``name`` attribute when it has one -- give your own

@@ -77,6 +77,12 @@ class Memory(operations.Configured):
     ``max_text_length``: the longest text or query accepted, in characters.
     ``connect_timeout``: seconds pgmem's own pool may take to connect before a call raises
     :class:`~pgmem.errors.ConnectionLostError` naming the reason.
+    ``ts_config``: the PostgreSQL text search configuration of the keyword lexemes -- ``english``
+    (default; else ``PGMEM_TS_CONFIG``), ``simple``, ``german``, ``french``... -- which ``add``,
+    ``update`` and ``search`` take per call too (see :mod:`pgmem.languages`). A spaCy model
+    installed for the language lemmatizes (``nlp`` is the one of this configuration); without
+    one, PostgreSQL's ``to_tsvector`` makes the lexemes, and no entities are extracted. A name
+    the database lacks raises :class:`~pgmem.errors.ConfigurationError` at the first call.
     """
 
     def __init__(
@@ -92,10 +98,11 @@ class Memory(operations.Configured):
         max_text_length: int = validate.MAX_TEXT_LENGTH,
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        ts_config: str | None = None,
     ) -> None:
         self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
-            keyword_score=keyword_score, max_text_length=max_text_length,
+            keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
         )
         self._connector = Connector(db, max_size=pool_max_size, connect_timeout=connect_timeout)
 
@@ -122,6 +129,7 @@ class Memory(operations.Configured):
         run_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         dedupe: bool = True,
+        ts_config: str | None = None,
     ) -> AddResult:
         """Store ``text`` in the scope, with its embedding, lemmas and entities.
 
@@ -129,17 +137,20 @@ class Memory(operations.Configured):
         default) a text the scope already holds -- same content hash and the same user_id,
         agent_id and run_id, None matching None -- is not stored again: the existing memory is
         returned with ``duplicate=True``, its metadata unchanged. Everything is written in one
-        transaction; concurrent adds of one text to one scope store it once.
+        transaction; concurrent adds of one text to one scope store it once. ``ts_config``
+        (None: the Memory's) is the text search configuration the lemmas are made in, and
+        recorded with the memory.
 
         Raises:
-            ScopeError, InvalidInputError: bad arguments (nothing is written).
+            ScopeError, InvalidInputError: bad arguments (nothing is written), among them a
+                ``ts_config`` the database does not have (the message lists those it has).
             EmbeddingError: the embedder's vectors are unusable.
             SchemaError: the schema is missing or has another dimension.
             DatabaseError: the database failed.
         """
         return run(self._connector, self._ops.add(
             text, user_id=user_id, agent_id=agent_id, run_id=run_id, metadata=metadata,
-            dedupe=dedupe,
+            dedupe=dedupe, ts_config=ts_config,
         ))
 
     def add_many(
@@ -152,6 +163,7 @@ class Memory(operations.Configured):
         dedupe: bool = True,
         batch_size: int = 64,
         on_progress: Callable[[int, int], object] | None = None,
+        ts_config: str | None = None,
     ) -> list[AddResult]:
         """Store many texts, as :meth:`add` does each, in batches -- several times faster.
 
@@ -174,7 +186,7 @@ class Memory(operations.Configured):
         """
         return run(self._connector, self._ops.add_many(
             items, user_id=user_id, agent_id=agent_id, run_id=run_id, dedupe=dedupe,
-            batch_size=batch_size, on_progress=on_progress,
+            batch_size=batch_size, on_progress=on_progress, ts_config=ts_config,
         ))
 
     def update(
@@ -183,12 +195,14 @@ class Memory(operations.Configured):
         *,
         text: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        ts_config: str | None = None,
     ) -> MemoryRecord:
         """Change a memory's text, its metadata (replaced as a whole), or both.
 
         A new text is re-embedded and re-lemmatized and its entities re-linked; entities that no
         memory links to any more are deleted. ``updated_at`` moves; an UPDATE event keeps the old
-        and new text. One transaction. Duplicates are not checked.
+        and new text. One transaction. Duplicates are not checked. A new text is lemmatized in
+        ``ts_config`` (None: the Memory's), which the memory then records.
 
         Returns the updated :class:`MemoryRecord`.
 
@@ -197,7 +211,9 @@ class Memory(operations.Configured):
             NotFoundError: this tenant has no memory with the id.
             EmbeddingError, SchemaError, DatabaseError: as :meth:`add`.
         """
-        return run(self._connector, self._ops.update(memory_id, text=text, metadata=metadata))
+        return run(self._connector, self._ops.update(
+            memory_id, text=text, metadata=metadata, ts_config=ts_config
+        ))
 
     def delete(self, memory_id: uuid.UUID | str) -> None:
         """Delete a memory, its entity links, and the entities no memory links to any more.
@@ -297,6 +313,7 @@ class Memory(operations.Configured):
         rerank: bool = False,
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
+        ts_config: str | None = None,
     ) -> list[SearchHit]:
         """The memories of the scope most relevant to ``query``, best first.
 
@@ -306,15 +323,20 @@ class Memory(operations.Configured):
         ``mode`` names the signals scored: ``"hybrid"`` (default: all three), or ``"semantic"``,
         ``"keyword"``, ``"entity"`` joined by ``+`` (``"semantic+keyword"``); the legs of those
         signals supply candidates unless ``legs`` narrows them (for measurements).
+        ``ts_config`` (None: the Memory's) is the text search configuration the query's lemmas
+        are made in; keywords match only memories stored in the same one. Where no spaCy model
+        serves it, the entity signal is off and each hit's ``explain.notes`` says so.
 
         Raises:
-            ScopeError, InvalidInputError, FilterError: bad arguments.
+            ScopeError, InvalidInputError, FilterError: bad arguments (a ``ts_config`` the
+                database does not have: InvalidInputError listing those it has).
             ConfigurationError: ``rerank=True`` without a reranker.
             DatabaseError: the database failed.
         """
         return run(self._connector, self._ops.search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             threshold=threshold, filters=filters, rerank=rerank, mode=mode, legs=legs,
+            ts_config=ts_config,
         ))
 
     def search_sql(
@@ -328,6 +350,7 @@ class Memory(operations.Configured):
         filters: Mapping[str, Any] | None = None,
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
+        ts_config: str | None = None,
     ) -> str:
         """The statement :meth:`search` would send, with its parameters inlined: to read, or
         to run by hand. Search runs it as a prepared statement with a generic plan, after
@@ -338,7 +361,7 @@ class Memory(operations.Configured):
         """
         return run(self._connector, self._ops.search_sql(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
-            filters=filters, mode=mode, legs=legs,
+            filters=filters, mode=mode, legs=legs, ts_config=ts_config,
         ))
 
     def explain_search(
@@ -353,6 +376,7 @@ class Memory(operations.Configured):
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
         analyze: bool = False,
+        ts_config: str | None = None,
     ) -> dict[str, Any]:
         """The plan :meth:`search` runs with for these arguments: PostgreSQL's
         ``EXPLAIN (FORMAT JSON)`` of the search statement's generic plan (the first element of
@@ -362,5 +386,5 @@ class Memory(operations.Configured):
         """
         return run(self._connector, self._ops.explain_search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
-            filters=filters, mode=mode, legs=legs, analyze=analyze,
+            filters=filters, mode=mode, legs=legs, analyze=analyze, ts_config=ts_config,
         ))

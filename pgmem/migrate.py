@@ -12,11 +12,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
 import psycopg
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
@@ -28,6 +26,9 @@ from pgmem.errors import (
     SchemaError,
     translate,
 )
+
+if TYPE_CHECKING:  # Alembic is imported when a migration runs: a command that runs none
+    from alembic.config import Config  # starts faster (pgmem's CLI)
 
 DEFAULT_SCHEMA = "pgmem"
 DEFAULT_DIM = 384
@@ -123,6 +124,8 @@ def engine_for(dsn: str) -> Engine:
 
 def alembic_config(settings: MigrationSettings, connection: Connection | None = None) -> Config:
     """An Alembic Config for pgmem's migrations as installed with the package."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(files("pgmem.migrations")))
     config.attributes["pgmem_settings"] = settings
@@ -163,9 +166,11 @@ def migrate(
     try:
         with _wrap_sqlalchemy_errors(), engine.begin() as connection:
             _check_pgvector(connection, halfvec=settings.storage == "halfvec")
+            from alembic import command
+
             command.upgrade(alembic_config(settings, connection), "head")
             existing = stored_model(connection, schema)
-            assert existing is not None  # revision 0003 made the table and its row
+            assert existing is not None  # revision 0004 made the table and its row
             stored_name, stored_dim, stored_storage = existing
             if stored_dim != dim:
                 raise SchemaError(
@@ -202,6 +207,8 @@ def downgrade(dsn: str = "", revision: str = "base", *, schema: str = DEFAULT_SC
     engine = engine_for(dsn)
     try:
         with _wrap_sqlalchemy_errors(), engine.begin() as connection:
+            from alembic import command
+
             command.downgrade(alembic_config(settings, connection), revision)
     finally:
         engine.dispose()
@@ -209,6 +216,8 @@ def downgrade(dsn: str = "", revision: str = "base", *, schema: str = DEFAULT_SC
 
 def schema_revision(connection: Connection, schema: str = DEFAULT_SCHEMA) -> str | None:
     """The Alembic revision pgmem's schema is at, or None when it was never migrated."""
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(connection, opts={"version_table_schema": schema})
     return context.get_current_revision()
 
@@ -229,7 +238,7 @@ def stored_model(
     connection: Connection, schema: str = DEFAULT_SCHEMA
 ) -> tuple[str | None, int, str] | None:
     """The model name (None until recorded), dimension and storage recorded for the schema's
-    vectors, or None before revision 0003."""
+    vectors, or None before revision 0004."""
     check_schema_name(schema)
     if connection.execute(
         text("SELECT to_regclass(:table)"), {"table": f"{schema}.embedding_models"}

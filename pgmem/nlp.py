@@ -30,7 +30,8 @@ BLANK = "blank"
 
 ENTITY_LABELS = frozenset(
     {"PERSON", "ORG", "GPE", "LOC", "FAC", "PRODUCT", "WORK_OF_ART", "EVENT", "NORP", "LAW",
-     "LANGUAGE"}
+     "LANGUAGE",
+     "PER", "MISC"}  # the labels of spaCy's other languages (fr_core_news_*: PER LOC ORG MISC)
 )
 MAX_ENTITIES_PER_TEXT = 32
 # PostgreSQL limits: a lexeme is at most 2047 bytes, a position at most 16383.

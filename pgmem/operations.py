@@ -40,6 +40,7 @@ from pgmem.errors import (
     SchemaError,
 )
 from pgmem.filters import compile_filters
+from pgmem.languages import Languages, TextSearch, check_name
 from pgmem.migrate import check_schema_name
 from pgmem.nlp import Analysis, TextAnalyzer
 from pgmem.rerank import Reranker
@@ -155,7 +156,7 @@ def space_steps(store: Store) -> Steps[EmbeddingSpace]:
     """The model, dimension and storage of the schema's vectors.
 
     Raises:
-        SchemaError: the schema is missing, or older than revision 0003.
+        SchemaError: the schema is missing, or older than revision 0004.
     """
     tables = yield from result_of(store.schema_tables())
     if tables is None or not tables["memories"]:
@@ -169,7 +170,7 @@ def space_steps(store: Store) -> Steps[EmbeddingSpace]:
     if space is None:
         raise SchemaError(
             f"pgmem's schema {store.schema!r} has no embedding model on record (it predates "
-            "revision 0003): run pgmem.migrate(dsn) or `pgmem migrate`"
+            "revision 0004): run pgmem.migrate(dsn) or `pgmem migrate`"
         )
     return space
 
@@ -293,12 +294,12 @@ def search_steps(
     capabilities: ServerCapabilities,
     *,
     keyword_score: str,
-    entities_available: bool,
+    text_search: TextSearch,
 ) -> Steps[tuple[SearchPlan, list[Row]]]:
     """The search statement's plan and rows (steps 2-7), after the settings it runs with."""
     plan = yield from _search_setup(
         store, request, analysis, vectors, capabilities,
-        keyword_score=keyword_score, entities_available=entities_available,
+        keyword_score=keyword_score, text_search=text_search,
     )
     rows = yield from result_of(store.search(plan.params, request.condition))
     return plan, rows
@@ -312,13 +313,13 @@ def explain_search_steps(
     capabilities: ServerCapabilities,
     *,
     keyword_score: str,
-    entities_available: bool,
+    text_search: TextSearch,
     analyze: bool,
 ) -> Steps[dict[str, Any]]:
     """EXPLAIN of the search statement's plan, after the settings it runs with."""
     plan = yield from _search_setup(
         store, request, analysis, vectors, capabilities,
-        keyword_score=keyword_score, entities_available=entities_available,
+        keyword_score=keyword_score, text_search=text_search,
     )
     return (
         yield from result_of(store.explain_search(plan.params, request.condition, analyze=analyze))
@@ -333,7 +334,7 @@ def _search_setup(
     capabilities: ServerCapabilities,
     *,
     keyword_score: str,
-    entities_available: bool,
+    text_search: TextSearch,
     settings: bool = True,
 ) -> Steps[SearchPlan]:
     """The search statement's parameters, after sending its settings (unless not ``settings``:
@@ -342,7 +343,7 @@ def _search_setup(
         request, analysis, vectors,
         keyword_score=keyword_score,
         exact_scan=not capabilities.iterative_scan,
-        entities_available=entities_available,
+        text_search=text_search,
     )
     if settings:
         # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to
@@ -360,12 +361,12 @@ def search_sql_steps(
     capabilities: ServerCapabilities,
     *,
     keyword_score: str,
-    entities_available: bool,
+    text_search: TextSearch,
 ) -> Steps[str]:
     """The search statement with its parameters inlined (not run)."""
     plan = yield from _search_setup(
         store, request, analysis, vectors, capabilities,
-        keyword_score=keyword_score, entities_available=entities_available, settings=False,
+        keyword_score=keyword_score, text_search=text_search, settings=False,
     )
     return (yield from result_of(store.search_sql(plan.params, request.condition)))
 
@@ -397,6 +398,7 @@ class Operations:
         tenant: str,
         keyword_score: str,
         max_text_length: int,
+        ts_config: str | None = None,
     ) -> None:
         if keyword_score not in scoring.KEYWORD_SCORES:
             raise ConfigurationError(
@@ -408,7 +410,10 @@ class Operations:
         self.keyword_score = keyword_score
         self.max_text_length = validate.max_text_length(max_text_length)
         self.embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
-        self.analyzer = nlp if isinstance(nlp, TextAnalyzer) else TextAnalyzer(nlp)
+        self.languages = Languages(ts_config, nlp)
+        # The analyzer of the Memory's configuration; English's where PostgreSQL makes that
+        # configuration's lexemes.
+        self.analyzer = self.languages.get().analyzer or self.languages.english
         self.reranker = reranker
         self.store = Store(self.schema)
         self._space: EmbeddingSpace | None = None
@@ -426,13 +431,15 @@ class Operations:
         run_id: str | None,
         metadata: Mapping[str, Any] | None,
         dedupe: bool,
+        ts_config: str | None = None,
     ) -> Operation[AddResult]:
         """See :meth:`pgmem.Memory.add`."""
         item = validate.new_memory(
             self.tenant, text, metadata, user_id, agent_id, run_id,
             max_length=self.max_text_length,
         )
-        results = yield from self._add_batch([item], dedupe=dedupe)
+        text_search = yield from self._text_search(ts_config)
+        results = yield from self._add_batch([item], dedupe=dedupe, text_search=text_search)
         return results[0]
 
     def add_many(
@@ -445,6 +452,7 @@ class Operations:
         dedupe: bool,
         batch_size: int,
         on_progress: Callable[[int, int], object] | None,
+        ts_config: str | None = None,
     ) -> Operation[list[AddResult]]:
         """See :meth:`pgmem.Memory.add_many`."""
         checked = validate.items(
@@ -452,9 +460,12 @@ class Operations:
             max_length=self.max_text_length,
         )
         size = validate.batch_size(batch_size)
+        text_search = yield from self._text_search(ts_config)
         results: list[AddResult] = []
         for start in range(0, len(checked), size):
-            results.extend((yield from self._add_batch(checked[start : start + size], dedupe=dedupe)))
+            results.extend((yield from self._add_batch(
+                checked[start : start + size], dedupe=dedupe, text_search=text_search
+            )))
             if on_progress is not None:
                 on_progress(len(results), len(checked))
         return results
@@ -465,6 +476,7 @@ class Operations:
         *,
         text: str | None,
         metadata: Mapping[str, Any] | None,
+        ts_config: str | None = None,
     ) -> Operation[MemoryRecord]:
         """See :meth:`pgmem.Memory.update`."""
         checked_id = validate.memory_id(memory_id)
@@ -476,14 +488,15 @@ class Operations:
             params = update_params(self.tenant, checked_id, metadata=meta)
         else:
             new_text = validate.text(text, max_length=self.max_text_length)
+            text_search = yield from self._text_search(ts_config)
             space = yield from self._checked_space()
             vectors_of = (space, self.embedder_name)
             analysis, vectors = yield from compute(
-                functools.partial(self._analyze, new_text, space.dim)
+                functools.partial(self._analyze, new_text, space.dim, text_search)
             )
             params = update_params(
                 self.tenant, checked_id, text=new_text, analysis=analysis, vectors=vectors,
-                metadata=meta,
+                metadata=meta, text_search=text_search,
             )
         return (
             yield from transaction(
@@ -552,6 +565,7 @@ class Operations:
         rerank: bool,
         mode: str,
         legs: Sequence[str] | None,
+        ts_config: str | None = None,
     ) -> Operation[list[SearchHit]]:
         """See :meth:`pgmem.Memory.search`."""
         request = self._search_request(
@@ -561,12 +575,12 @@ class Operations:
         reranker = self.reranker
         if rerank and reranker is None:
             raise ConfigurationError("rerank=True needs a reranker: Memory(..., reranker=...)")
-        analysis, vectors = yield from self._analyze_query(request.query)
+        text_search = yield from self._text_search(ts_config)
+        analysis, vectors = yield from self._analyze_query(request.query, text_search)
         plan, rows = yield from transaction(
             functools.partial(
                 search_steps, self.store, request, analysis, vectors,
-                keyword_score=self.keyword_score,
-                entities_available=self.analyzer.entities_available,
+                keyword_score=self.keyword_score, text_search=text_search,
             )
         )
         fetch = scoring.internal_limit(request.limit) if rerank else request.limit
@@ -588,11 +602,12 @@ class Operations:
         filters: Mapping[str, Any] | None,
         mode: str,
         legs: Sequence[str] | None,
+        ts_config: str | None = None,
     ) -> Operation[str]:
         """See :meth:`pgmem.Memory.search_sql`."""
         return (yield from self._search_statement(
             search_sql_steps, query, user_id=user_id, agent_id=agent_id, run_id=run_id,
-            limit=limit, filters=filters, mode=mode, legs=legs,
+            limit=limit, filters=filters, mode=mode, legs=legs, ts_config=ts_config,
         ))
 
     def explain_search(
@@ -607,11 +622,13 @@ class Operations:
         mode: str,
         legs: Sequence[str] | None,
         analyze: bool,
+        ts_config: str | None = None,
     ) -> Operation[dict[str, Any]]:
         """See :meth:`pgmem.Memory.explain_search`."""
         return (yield from self._search_statement(
             functools.partial(explain_search_steps, analyze=analyze), query, user_id=user_id,
             agent_id=agent_id, run_id=run_id, limit=limit, filters=filters, mode=mode, legs=legs,
+            ts_config=ts_config,
         ))
 
     # -- internals
@@ -628,6 +645,7 @@ class Operations:
         filters: Mapping[str, Any] | None,
         mode: str,
         legs: Sequence[str] | None,
+        ts_config: str | None,
     ) -> Operation[T]:
         """``steps`` (search_sql_steps, explain_search_steps) on the search statement of these
         arguments, built as :meth:`search` builds it."""
@@ -635,22 +653,25 @@ class Operations:
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             threshold=0.0, filters=filters, mode=mode, legs=legs,
         )
-        analysis, vectors = yield from self._analyze_query(request.query)
+        text_search = yield from self._text_search(ts_config)
+        analysis, vectors = yield from self._analyze_query(request.query, text_search)
         return (
             yield from transaction(
                 functools.partial(
                     steps, self.store, request, analysis, vectors,
-                    keyword_score=self.keyword_score,
-                    entities_available=self.analyzer.entities_available,
+                    keyword_score=self.keyword_score, text_search=text_search,
                 )
             )
         )
+
     def _add_batch(
-        self, items: Sequence[NewMemory], *, dedupe: bool
+        self, items: Sequence[NewMemory], *, dedupe: bool, text_search: TextSearch
     ) -> Operation[list[AddResult]]:
         space = yield from self._checked_space()
         vectors_of = (space, self.embedder_name)
-        params = yield from compute(functools.partial(self._batch_params, items, space.dim, dedupe))
+        params = yield from compute(
+            functools.partial(self._batch_params, items, space.dim, dedupe, text_search)
+        )
         # Pipeline mode: the locks and the insert travel in one round trip.
         return (
             yield from transaction(
@@ -658,24 +679,45 @@ class Operations:
             )
         )
 
-    def _batch_params(self, items: Sequence[NewMemory], dim: int, dedupe: bool) -> Row:
+    def _batch_params(
+        self, items: Sequence[NewMemory], dim: int, dedupe: bool, text_search: TextSearch
+    ) -> Row:
         """Lemmatize a batch together and embed it (texts and entity names) in one call."""
-        analyses = self.analyzer.analyze_many([item.text for item in items], batch_size=len(items))
+        analyses = text_search.analyze_many([item.text for item in items])
         entities = batch_entities(analyses)
         vectors = checked_embeddings(self.embedder, add_embedding_inputs(items, entities), dim)
-        return insert_params(self.tenant, items, analyses, entities, vectors, dedupe=dedupe)
+        return insert_params(
+            self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
+            text_search=text_search,
+        )
 
-    def _analyze(self, text: str, dim: int) -> tuple[Analysis, Vectors]:
+    def _analyze(self, text: str, dim: int, text_search: TextSearch) -> tuple[Analysis, Vectors]:
         """A text's analysis, and the vectors of the text and its entities."""
-        analysis = self.analyzer.analyze(text)
+        analysis = text_search.analyze(text)
         vectors = checked_embeddings(
             self.embedder, embedding_inputs(text, query_entities(analysis)), dim
         )
         return analysis, vectors
 
-    def _analyze_query(self, query: str) -> Operation[tuple[Analysis, Vectors]]:
+    def _analyze_query(
+        self, query: str, text_search: TextSearch
+    ) -> Operation[tuple[Analysis, Vectors]]:
         dim = yield from self._dimension()
-        return (yield from compute(functools.partial(self._analyze, query, dim)))
+        return (yield from compute(functools.partial(self._analyze, query, dim, text_search)))
+
+    def _text_search(self, ts_config: object) -> Operation[TextSearch]:
+        """How a call's lexemes are made: in ``ts_config`` (None: the Memory's configuration),
+        which the database must have -- its list is read once, and again for a name not on it.
+
+        Raises:
+            InvalidInputError: a call's ``ts_config`` the database does not have.
+            ConfigurationError: the same for the Memory's configuration.
+        """
+        name = self.languages.default if ts_config is None else check_name(ts_config)
+        if not self.languages.known(name):
+            available = yield from transaction(lambda _: result_of(self.store.text_search_configs()))
+            self.languages.remember(available)
+        return self.languages.get(self.languages.check(name))
 
     def _dimension(self) -> Operation[int]:
         """The schema's embedding dimension (see :meth:`_checked_space`)."""
@@ -754,6 +796,11 @@ class Configured:
     def tenant(self) -> str:
         """The tenant every call reads and writes."""
         return self._ops.tenant
+
+    @property
+    def ts_config(self) -> str:
+        """The text search configuration of the calls that name none (:mod:`pgmem.languages`)."""
+        return self._ops.languages.default
 
     @property
     def keyword_score(self) -> str:

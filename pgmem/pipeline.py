@@ -14,7 +14,7 @@ import json
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from pgmem import scoring, validate
 from pgmem.errors import (
     InvalidInputError,
 )
+from pgmem.languages import TextSearch
 from pgmem.nlp import Analysis, Entity, or_tsquery
 from pgmem.results import (
     AddResult,
@@ -50,6 +51,7 @@ MAX_EF_SEARCH = 1000  # pgvector rejects a larger hnsw.ef_search
 # indexes. Row by row costs 1-2 us a memory; a filtered HNSW walk over a scope that is a small
 # share of the table visits many memories per hit, and stops at pgvector's max_scan_tuples.
 SCOPE_SCAN_ROWS = 5000
+NO_KEYWORD_TERMS = "the query has no keyword terms after lemmatizing: keyword signal off"
 
 
 def content_hash(text: str) -> str:
@@ -69,10 +71,12 @@ def query_entities(analysis: Analysis) -> tuple[Entity, ...]:
 
 @dataclass(frozen=True)
 class SearchPlan:
-    """What one search asks of the database, and what the fusion needs to know about it."""
+    """What one search asks of the database, and what the fusion needs to know about it.
+    ``n_terms`` is None while the statement makes the query's lexemes (PostgreSQL's text search
+    configuration, see :mod:`pgmem.languages`): its rows say how many (:func:`fuse_rows`)."""
 
     params: dict[str, Any]
-    n_terms: int
+    n_terms: int | None
     semantic_active: bool
     keyword_active: bool
     entity_active: bool
@@ -120,17 +124,18 @@ def search_plan(
     *,
     keyword_score: str,
     exact_scan: bool,
-    entities_available: bool,
+    text_search: TextSearch,
 ) -> SearchPlan:
     """Parameters of the ``search`` statement. ``vectors``: the query, then its entities."""
     signals, legs = request.signals, request.legs
     terms = analysis.query_terms() if "keyword" in signals else ()
     entities = query_entities(analysis) if "entity" in signals else ()
+    by_postgres = text_search.by_postgres and "keyword" in signals
     notes = []
-    if "entity" in signals and not entities_available:
-        notes.append("no spaCy model with entity recognition: entity signal off")
-    if "keyword" in signals and not terms:
-        notes.append("the query has no keyword terms after lemmatizing: keyword signal off")
+    if "entity" in signals and not text_search.entities_available:
+        notes.append(text_search.entity_note)
+    if "keyword" in signals and not terms and not by_postgres:
+        notes.append(NO_KEYWORD_TERMS)
     internal_limit = scoring.internal_limit(request.limit)
     return SearchPlan(
         params={
@@ -143,7 +148,10 @@ def search_plan(
             "exact_scan": exact_scan,
             "scan_rows": SCOPE_SCAN_ROWS,
             "tsquery": or_tsquery(terms),
-            "lexemes": list(terms),
+            # None: the statement makes them, from keyword_text (pgmem.languages)
+            "lexemes": None if by_postgres else list(terms),
+            "keyword_text": request.query if by_postgres else None,
+            "ts_config": text_search.config,
             "keyword_score": keyword_score,
             "bm25_k1": scoring.BM25_K1,
             "bm25_b": scoring.BM25_B,
@@ -152,9 +160,9 @@ def search_plan(
             "entity_min_similarity": scoring.ENTITY_MIN_SIMILARITY,
             "spread_decay": scoring.SPREAD_DECAY,
         },
-        n_terms=len(terms),
+        n_terms=None if by_postgres else len(terms),
         semantic_active="semantic" in signals,
-        keyword_active=bool(terms),
+        keyword_active=by_postgres or bool(terms),
         entity_active=bool(entities),
         notes=tuple(notes),
     )
@@ -164,6 +172,7 @@ def fuse_rows(
     plan: SearchPlan, rows: Sequence[dict[str, Any]], *, threshold: float, limit: int
 ) -> list[SearchHit]:
     """Score the statement's rows (step 8) and turn the best ``limit`` into hits."""
+    plan = with_query_terms(plan, rows)
     keyword_score = plan.params["keyword_score"]
     by_id = {row["id"]: row for row in rows}
     hits_by_id = {row["id"]: _entity_hits(row) for row in rows}
@@ -179,7 +188,7 @@ def fuse_rows(
     ]
     fused = scoring.fuse(
         candidates,
-        n_terms=plan.n_terms,
+        n_terms=plan.n_terms or 0,
         semantic_active=plan.semantic_active,
         keyword_active=plan.keyword_active,
         entity_active=plan.entity_active,
@@ -205,6 +214,16 @@ def fuse_rows(
         )
         for f in fused
     ]
+
+
+def with_query_terms(plan: SearchPlan, rows: Sequence[dict[str, Any]]) -> SearchPlan:
+    """``plan`` with the number of query terms the statement made (when it made them: every row
+    says how many, as ``query_terms``)."""
+    if plan.n_terms is not None:
+        return plan
+    n_terms = int(rows[0]["query_terms"]) if rows else 0
+    notes = plan.notes if n_terms else (*plan.notes, NO_KEYWORD_TERMS)
+    return replace(plan, n_terms=n_terms, keyword_active=n_terms > 0, notes=notes)
 
 
 def _legs(row: dict[str, Any]) -> tuple[str, ...]:
@@ -280,10 +299,13 @@ def insert_params(
     vectors: Vectors,
     *,
     dedupe: bool,
+    text_search: TextSearch,
 ) -> dict[str, Any]:
     """Parameters of ``lock_contents`` and ``insert_memories`` for one batch; ``vectors`` as
-    made from :func:`add_embedding_inputs`."""
+    made from :func:`add_embedding_inputs`. Where PostgreSQL makes the lexemes of
+    ``text_search``, the statement makes them (the items' ``lexemes`` are None)."""
     n = len(items)
+    postgres = text_search.by_postgres
     surface_rows = {surface: n + k for k, surface in enumerate(entities.surfaces)}
     return {
         "tenant": tenant,
@@ -295,8 +317,9 @@ def insert_params(
         "content_hashes": [content_hash(item.text) for item in items],
         "metadata": [Jsonb(item.metadata) for item in items],
         "embeddings": list(vectors[:n]),
-        "lexemes": [analysis.tsvector() for analysis in analyses],
-        "lexeme_counts": [len(analysis.lexemes) for analysis in analyses],
+        "lexemes": [None if postgres else analysis.tsvector() for analysis in analyses],
+        "lexeme_counts": [None if postgres else len(analysis.lexemes) for analysis in analyses],
+        "ts_config": text_search.config,
         "entity_names": [v.name for v in entities.variants],
         "entity_labels": [v.label for v in entities.variants],
         "entity_embeddings": [vectors[surface_rows[v.surface]] for v in entities.variants],
@@ -324,9 +347,11 @@ def update_params(
     analysis: Analysis | None = None,
     vectors: Vectors | None = None,
     metadata: dict[str, Any] | None = None,
+    text_search: TextSearch | None = None,
 ) -> dict[str, Any]:
-    """Parameters of ``update_memory``. A new ``text`` comes with its ``analysis`` and
-    ``vectors`` (from :func:`embedding_inputs`); None leaves text, or metadata, as stored."""
+    """Parameters of ``update_memory``. A new ``text`` comes with its ``analysis``, ``vectors``
+    (from :func:`embedding_inputs`) and the ``text_search`` it was analysed in; None leaves
+    text, or metadata, as stored."""
     params = {
         **memory_params(tenant, memory_id),
         "relink": False,
@@ -335,22 +360,27 @@ def update_params(
         "embedding": None,
         "lexemes": None,
         "lexeme_count": None,
+        "ts_config": None,
+        "postgres_text": None,
         "metadata": None if metadata is None else Jsonb(metadata),
         "entity_names": [],
         "entity_labels": [],
         "entity_embeddings": [],
     }
     if text is not None:
-        if analysis is None or vectors is None:
-            raise ValueError("a new text needs its analysis and vectors")
+        if analysis is None or vectors is None or text_search is None:
+            raise ValueError("a new text needs its analysis, vectors and text search")
         entities = analysis.entities
+        postgres = text_search.by_postgres
         params.update(
             relink=True,
             text=text,
             content_hash=content_hash(text),
             embedding=vectors[0],
-            lexemes=analysis.tsvector(),
-            lexeme_count=len(analysis.lexemes),
+            lexemes=None if postgres else analysis.tsvector(),
+            lexeme_count=None if postgres else len(analysis.lexemes),
+            ts_config=text_search.config,
+            postgres_text=text if postgres else None,
             entity_names=[e.name for e in entities],
             entity_labels=[e.label for e in entities],
             entity_embeddings=list(vectors[1 : 1 + len(entities)]),

@@ -134,7 +134,7 @@ def reembed(
         ConfigurationError: bad arguments, or another reembed of the schema is running.
         EmbeddingError: the embedder failed or returned unusable vectors.
         PgvectorError: halfvec needs pgvector 0.7.
-        SchemaError: the schema is missing or older than revision 0003 (run pgmem.migrate).
+        SchemaError: the schema is missing or older than revision 0004 (run pgmem.migrate).
         QueryTimeoutError: the switch found no moment to take its locks.
         DatabaseError: the database failed.
     """
@@ -172,7 +172,7 @@ def reembed_status(dsn: str = "", *, schema: str = DEFAULT_SCHEMA) -> ReembedSta
     """The schema's model, and how far a re-embedding in progress has come.
 
     Raises:
-        SchemaError: the schema is missing or older than revision 0003.
+        SchemaError: the schema is missing or older than revision 0004.
         DatabaseError: the database failed.
     """
     check_schema_name(schema)
@@ -274,7 +274,7 @@ class _Run:
         if not found["found"]:
             raise SchemaError(
                 f"schema {self.schema!r} has no embedding model on record (missing, or older "
-                "than revision 0003): run pgmem.migrate(dsn) or `pgmem migrate` first"
+                "than revision 0004): run pgmem.migrate(dsn) or `pgmem migrate` first"
             )
         space = space_of_rows(self.fetch("reembed_models"))
         if space is None:

@@ -207,6 +207,10 @@ class Store:
         query = sql.SQL("; ").join(options)
         return Statement("set_search_options", query, None, "nothing", _nothing)
 
+    def text_search_configs(self) -> Statement[list[str]]:
+        """The names of the database's text search configurations (``pg_ts_config``)."""
+        return self._statement("text_search_configs", {}, "all", _names)
+
     def schema_dimension(self) -> Statement[int | None]:
         """The embedding dimension of the memories table, or None when there is none."""
         params = {"memories_table": f'"{self.schema}".memories'}
@@ -271,6 +275,10 @@ def _found(row: Row | None) -> bool:
 
 def _ids(rows: list[Row]) -> list[uuid.UUID]:
     return [row["id"] for row in rows]
+
+
+def _names(rows: list[Row]) -> list[str]:
+    return [row["name"] for row in rows]
 
 
 def _plan(explained: list[dict[str, Any]]) -> dict[str, Any]:

@@ -96,6 +96,8 @@ def tables(
         sa.Column("lexeme_count", sa.Integer, nullable=False),
         _timestamp("created_at"),
         _timestamp("updated_at"),
+        # The text search configuration the lexemes were made in (pgmem.languages).
+        sa.Column("ts_config", sa.Text, nullable=False, server_default=sa.text("'english'")),
         sa.PrimaryKeyConstraint("tenant", "id", name="memories_pkey"),
         sa.CheckConstraint(
             "user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL",

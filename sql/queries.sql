@@ -27,6 +27,20 @@ AND m.run_id = %(run_id)s::text
 -- a value: where the best path depends on the scope's size, both paths are in the plan and
 -- scope_size picks one at run time.
 WITH
+-- The query's keyword terms (pgmem.languages): the lexemes Python made (%(lexemes)s, with their
+-- OR query %(tsquery)s), or, where PostgreSQL makes the lexemes of the text search
+-- configuration (%(lexemes)s NULL), those of to_tsvector(%(ts_config)s, %(keyword_text)s), ORed.
+-- A NULL tsquery: no keyword terms. Memories match only in the query's configuration.
+query_terms AS MATERIALIZED (
+    SELECT t.lexemes,
+           coalesce(%(tsquery)s::tsquery,
+                    nullif(array_to_string(ARRAY(
+                        SELECT '''' || replace(replace(l, '\', '\\'), '''', '''''') || ''''
+                          FROM unnest(t.lexemes) l), ' | '), '')::tsquery) AS tsquery
+      FROM (SELECT coalesce(%(lexemes)s::text[],
+                            tsvector_to_array(to_tsvector(%(ts_config)s::regconfig,
+                                                          %(keyword_text)s::text))) AS lexemes) t
+),
 -- The scope's size, counted up to %(scan_rows)s + 1 (on the index of a scope id). A scope of up
 -- to %(scan_rows)s memories is read once, row by row (scope_rows): exact, and faster than an
 -- index walk over a table where it is a small fraction. A larger one is searched through the
@@ -39,7 +53,8 @@ scope_size AS MATERIALIZED (
 scope_rows AS MATERIALIZED (
     SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
            m.updated_at, m.embedding <=> %(embedding)s::vector AS distance, m.lexeme_count,
-           CASE WHEN m.lexemes @@ %(tsquery)s::tsquery THEN m.lexemes END AS lexemes
+           CASE WHEN m.lexemes @@ (SELECT q.tsquery FROM query_terms q)
+                 AND m.ts_config = %(ts_config)s::text THEN m.lexemes END AS lexemes
       FROM {schema}.memories m
      WHERE (SELECT n FROM scope_size) <= %(scan_rows)s AND {scope}
 ),
@@ -81,21 +96,22 @@ scope_stats AS (
     UNION ALL
     SELECT count(*)::float8, coalesce(avg(m.lexeme_count), 0)::float8
       FROM {schema}.memories m
-     WHERE %(tsquery)s::tsquery IS NOT NULL AND (SELECT n FROM scope_size) > %(scan_rows)s
-       AND {scope}
+     WHERE (SELECT q.tsquery FROM query_terms q) IS NOT NULL
+       AND (SELECT n FROM scope_size) > %(scan_rows)s AND {scope}
     HAVING (SELECT n FROM scope_size) > %(scan_rows)s
 ),
 keyword_docs AS MATERIALIZED (
     SELECT d.*,
            CASE WHEN %(keyword_score)s = 'ts_rank_cd'
-                THEN ts_rank_cd(d.lexemes, %(tsquery)s::tsquery) END AS rank_cd
+                THEN ts_rank_cd(d.lexemes, (SELECT q.tsquery FROM query_terms q)) END AS rank_cd
       FROM ((SELECT r.id, r.lexemes, r.lexeme_count FROM scope_rows r WHERE r.lexemes IS NOT NULL)
             UNION ALL
             (SELECT m.id, m.lexemes, m.lexeme_count  -- a large scope: the GIN index
                FROM {schema}.memories m
-              WHERE %(tsquery)s::tsquery IS NOT NULL
+              WHERE (SELECT q.tsquery FROM query_terms q) IS NOT NULL
                 AND (SELECT n FROM scope_size) > %(scan_rows)s
-                AND m.lexemes @@ %(tsquery)s::tsquery AND ({scope}) IS TRUE)) d
+                AND m.lexemes @@ (SELECT q.tsquery FROM query_terms q)
+                AND m.ts_config = %(ts_config)s::text AND ({scope}) IS TRUE)) d
 ),
 -- Each query lexeme's frequency in each matching document, and its document frequency: a
 -- document holding a query lexeme matches the OR query, so the matching documents are all the
@@ -105,7 +121,8 @@ keyword_tf AS (
            count(*) OVER (PARTITION BY (t.u).lexeme) AS df
       FROM (SELECT k.id, k.lexeme_count, k.rank_cd,
                    -- the document's query lexemes only (marked with weight A, then kept)
-                   unnest(ts_filter(setweight(k.lexemes, 'A', %(lexemes)s::text[]), '{{a}}'))
+                   unnest(ts_filter(setweight(k.lexemes, 'A',
+                                              (SELECT q.lexemes FROM query_terms q)), '{{a}}'))
                        AS u
               FROM keyword_docs k) t
 ),
@@ -209,7 +226,8 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata, c.created_at, 
        c.semantic, k.bm25, k.rank_cd, h.names AS entity_names,
        h.similarities AS entity_similarities, h.spreads AS entity_spreads,
        c.semantic_leg, c.id IN (SELECT id FROM keyword) AS keyword_leg,
-       c.id IN (SELECT id FROM entity) AS entity_leg
+       c.id IN (SELECT id FROM entity) AS entity_leg,
+       (SELECT coalesce(cardinality(q.lexemes), 0) FROM query_terms q) AS query_terms
   FROM candidates c
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
@@ -281,10 +299,19 @@ fresh AS MATERIALIZED (
 memory AS (
     INSERT INTO {schema}.memories
            (tenant, id, user_id, agent_id, run_id, text, content_hash, metadata,
-            embedding, lexemes, lexeme_count)
+            embedding, lexemes, lexeme_count, ts_config)
     SELECT %(tenant)s, f.id, f.user_id, f.agent_id, f.run_id, f.text, f.content_hash, f.metadata,
-           f.embedding, f.lexemes::tsvector, f.lexeme_count
+           f.embedding, coalesce(f.lexemes::tsvector, p.lexemes),
+           coalesce(f.lexeme_count, p.lexeme_count), %(ts_config)s::text
       FROM fresh f
+      -- An item without lexemes: PostgreSQL makes them in the text search configuration
+      -- %(ts_config)s (no spaCy model for it), counting their positions for BM25.
+      LEFT JOIN LATERAL (
+            SELECT v.lexemes,
+                   (SELECT count(*)::int FROM unnest(v.lexemes) u, unnest(u.positions) n)
+                       AS lexeme_count
+              FROM (SELECT to_tsvector(%(ts_config)s::regconfig, f.text) AS lexemes) v
+             WHERE f.lexemes IS NULL) p ON TRUE
      ORDER BY f.ord
     RETURNING id, user_id, agent_id, run_id, text, metadata, created_at, updated_at
 ),
@@ -417,13 +444,25 @@ WITH old AS (
       FROM {schema}.memories m
      WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
 ),
+-- A new text whose lexemes PostgreSQL makes (%(postgres_text)s, else NULL: no row), and their
+-- count of positions.
+postgres_lexemes AS (
+    SELECT v.lexemes,
+           (SELECT count(*)::int FROM unnest(v.lexemes) u, unnest(u.positions) n) AS lexeme_count
+      FROM (SELECT to_tsvector(%(ts_config)s::regconfig, %(postgres_text)s::text) AS lexemes) v
+     WHERE v.lexemes IS NOT NULL
+),
 memory AS (
     UPDATE {schema}.memories m
        SET text = coalesce(%(text)s::text, m.text),
            content_hash = coalesce(%(content_hash)s::text, m.content_hash),
            embedding = coalesce(%(embedding)s::vector, m.embedding),
-           lexemes = coalesce(%(lexemes)s::tsvector, m.lexemes),
-           lexeme_count = coalesce(%(lexeme_count)s::int, m.lexeme_count),
+           lexemes = coalesce(%(lexemes)s::tsvector,
+                              (SELECT p.lexemes FROM postgres_lexemes p), m.lexemes),
+           lexeme_count = coalesce(%(lexeme_count)s::int,
+                                   (SELECT p.lexeme_count FROM postgres_lexemes p), m.lexeme_count),
+           ts_config = CASE WHEN %(text)s::text IS NULL THEN m.ts_config
+                            ELSE %(ts_config)s::text END,
            metadata = coalesce(%(metadata)s::jsonb, m.metadata),
            updated_at = now()
       FROM old
@@ -495,6 +534,11 @@ orphan AS (
 )
 SELECT id FROM memory
 
+-- name: text_search_configs
+-- The text search configurations a call may name, as regconfig names them (schema-qualified
+-- when the search path does not reach them).
+SELECT c.oid::regconfig::text AS name FROM pg_ts_config c ORDER BY 1
+
 -- name: pgvector_version
 SELECT extversion FROM pg_extension WHERE extname = 'vector'
 
@@ -504,7 +548,7 @@ SELECT a.atttypmod AS dim
  WHERE a.attrelid = to_regclass(%(memories_table)s) AND a.attname = 'embedding'
 
 -- name: schema_tables
--- Whether pgmem's schema exists, and is at revision 0003 or later (the model on record).
+-- Whether pgmem's schema exists, and is at revision 0004 or later (the model on record).
 SELECT to_regclass(%(memories_table)s) IS NOT NULL AS memories,
        to_regclass(%(models_table)s) IS NOT NULL AS embedding_models
 

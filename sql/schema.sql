@@ -25,6 +25,7 @@ CREATE TABLE pgmem.memories (
     lexeme_count  integer     NOT NULL,             -- document length for the BM25 score
     created_at    timestamptz NOT NULL DEFAULT now(),
     updated_at    timestamptz NOT NULL DEFAULT now(),
+    ts_config     text        NOT NULL DEFAULT 'english', -- text search configuration of lexemes
     CONSTRAINT memories_pkey PRIMARY KEY (tenant, id),
     CONSTRAINT memories_scope_check
         CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL)

@@ -35,3 +35,8 @@ class ProjectedEmbedder:
         self.calls += 1
         vectors = np.asarray(self.base.embed(texts), dtype=np.float32) @ self.matrix
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def rotated_minilm() -> ProjectedEmbedder:
+    """MiniLM rotated at 384 dimensions, for ``pgmem reembed --embedder``."""
+    return ProjectedEmbedder(pgmem.SentenceTransformerEmbedder(), 384, "minilm-rotated-384")

@@ -112,7 +112,7 @@ def test_every_command_and_option_is_in_help_and_in_the_readme(
     commands = subcommands()
     assert set(commands) == {
         "migrate", "add", "import", "search", "get", "list", "delete", "update", "history",
-        "stats", "doctor", "demo",
+        "stats", "doctor", "demo", "server", "reembed",
     }
     for option in ("--dsn", "--schema", "--tenant"):
         assert option in top
@@ -208,7 +208,7 @@ def test_import_jsonl_with_a_progress_bar(run: Run, tmp_path: Path) -> None:
     status, out, err = run("import", str(path), "--user", "fallback", "--batch-size", "2")
     assert status == 0, err
     assert out == f"imported 3 memories from {path}\n"
-    assert re.search(r"importing \[#{30}\] 3/3 \(\d+/s\)\n\Z", err), err
+    assert re.search(r"importing \[#{30}\] 3/3 \(\s*[\d.]+ memories/s\)\n\Z", err), err
     listed = run.ok("list", "--user", "fallback")  # the default fills in what a row leaves out
     assert "user=fallback  Chen plays guitar" in listed
     assert "user=fallback,agent=helper Ben bakes sourdough" in listed

@@ -151,7 +151,7 @@ def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
         host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
         ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
     assert host == [("host_app_42",)]
-    assert ours == [("0003",)]
+    assert ours == [("0004",)]
 
 
 def test_the_dimension_is_chosen_at_creation(empty_db_dsn: str) -> None:
@@ -187,14 +187,14 @@ def test_above_2000_dimensions_the_schema_stores_halfvec(empty_db_dsn: str) -> N
         pgmem.migrate(empty_db_dsn, dim=3072, storage="vector")  # refused before connecting
     with pytest.raises(ConfigurationError, match="from 1 to 4000"):
         pgmem.migrate(empty_db_dsn, dim=4001)
-    pgmem.downgrade(empty_db_dsn, "0002")  # 0003's downgrade rebuilds the entity HNSW index
+    pgmem.downgrade(empty_db_dsn, "0003")  # 0004's downgrade rebuilds the entity HNSW index
     pgmem.migrate(empty_db_dsn, dim=3072)
 
 
-def test_0003_records_the_model_of_an_existing_schema(empty_db_dsn: str) -> None:
+def test_0004_records_the_model_of_an_existing_schema(empty_db_dsn: str) -> None:
     pgmem.migrate(empty_db_dsn, dim=8, storage="halfvec")
-    pgmem.downgrade(empty_db_dsn, "0002")
-    pgmem.migrate(empty_db_dsn, dim=8)  # 0003 reads the dimension and storage of the column
+    pgmem.downgrade(empty_db_dsn, "0003")
+    pgmem.migrate(empty_db_dsn, dim=8)  # 0004 reads the dimension and storage of the column
     with psycopg.connect(empty_db_dsn) as conn:
         rows = conn.execute("SELECT role, model, dim, storage FROM pgmem.embedding_models")
         assert rows.fetchall() == [("current", None, 8, "halfvec")]
@@ -224,7 +224,7 @@ def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
     current = subprocess.run(
         [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
     )
-    assert "0003 (head)" in current.stdout
+    assert "0004 (head)" in current.stdout
     assert {"memories", "history"} <= tables(empty_db_dsn)
 
 
@@ -243,6 +243,6 @@ def test_the_wheel_ships_sql_and_migrations(tmp_path: Path) -> None:
         "pgmem/migrations/script.py.mako",
         "pgmem/migrations/versions/0001_initial.py",
         "pgmem/migrations/versions/0002_link_scope.py",
-        "pgmem/migrations/versions/0003_models_and_paging.py",
+        "pgmem/migrations/versions/0004_models_and_paging.py",
         "pgmem/py.typed",
     } <= names

@@ -260,6 +260,6 @@ def test_bad_arguments_and_an_old_schema(db_dsn: str, wide: ProjectedEmbedder) -
         pgmem.reembed(db_dsn, wide, batch_size=0)
     with pytest.raises(pgmem.ConfigurationError, match="more than an HNSW index of vector"):
         pgmem.reembed(db_dsn, wide, storage="vector")
-    pgmem.downgrade(db_dsn, "0002")
-    with pytest.raises(pgmem.SchemaError, match="revision 0003"):
+    pgmem.downgrade(db_dsn, "0003")
+    with pytest.raises(pgmem.SchemaError, match="revision 0004"):
         pgmem.reembed(db_dsn, wide)

@@ -10,7 +10,8 @@ import pytest
 
 from pgmem import pipeline, validate
 from pgmem.errors import InvalidInputError, ScopeError
-from pgmem.nlp import Analysis, Entity
+from pgmem.languages import TextSearch
+from pgmem.nlp import Analysis, Entity, TextAnalyzer
 
 PARIS = Entity("paris", "Paris", "GPE")
 PARIS_LOWER = Entity("paris", "paris", "PROPN")
@@ -39,7 +40,11 @@ def test_insert_params_line_up_items_and_vectors() -> None:
     inputs = pipeline.add_embedding_inputs(items, entities)
     assert inputs == ["Jon in Paris", "paris", "Jon", "Paris", "paris"]
     vectors = np.arange(len(inputs), dtype=np.float32)[:, None] * np.ones((1, 3), np.float32)
-    params = pipeline.insert_params("t", items, analyses, entities, vectors, dedupe=True)
+    params = pipeline.insert_params(
+        "t", items, analyses, entities, vectors, dedupe=True,
+        text_search=TextSearch("english", TextAnalyzer("blank")),
+    )
+    assert params["ts_config"] == "english"
     assert params["user_ids"] == ["u1", None] and params["run_ids"] == [None, "r1"]
     assert params["lexemes"] == ["'jon':1 'paris':2", "'paris':1"]
     assert params["lexeme_counts"] == [2, 1]

@@ -18,8 +18,8 @@
 Rebuilding the three scope indexes locks ``memories`` against writes while they build: on a
 large table, migrate in a quiet moment.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-01
 """
 
@@ -30,8 +30,8 @@ from alembic import op
 
 from pgmem.migrate import current_settings
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,32 @@
+"""The ``pgmem`` command: a thin layer over :class:`pgmem.Memory`, one module per group of
+commands.
+
+The database is ``--dsn``, else ``PGMEM_DSN``, else libpq's ``PG*`` variables when PGHOST,
+PGDATABASE or PGSERVICE is set, else pgmem's embedded server (:mod:`pgmem.embedded`), started
+and migrated on demand. Errors print ``pgmem: error: <message>`` and exit with status 2;
+``doctor`` exits with 1 when it finds a problem.
+
+Modules: :mod:`~pgmem.cli.app` (the parser and :func:`main`), :mod:`~pgmem.cli.session`
+(where the database is), :mod:`~pgmem.cli.options` (the command registry and shared helpers),
+:mod:`~pgmem.cli.catalog` (catalogue reads, SQL in ``sql/catalog.sql``), and one module per
+group: :mod:`~pgmem.cli.schema` (migrate), :mod:`~pgmem.cli.memories` (add, search, get, list,
+delete, update, history), :mod:`~pgmem.cli.importing`, :mod:`~pgmem.cli.stats`,
+:mod:`~pgmem.cli.doctor`, :mod:`~pgmem.cli.demo`. A new group is a module with a
+``register(commands)`` function, listed in :data:`pgmem.cli.app.GROUPS`.
+"""
+
+from __future__ import annotations
+
+from pgmem.cli.app import build_parser, main
+from pgmem.cli.session import LIBPQ_TARGETS, Session, configured_dsn, load_models
+from pgmem.embedding import SentenceTransformerEmbedder
+from pgmem.nlp import TextAnalyzer
+
+
+def _models() -> tuple[SentenceTransformerEmbedder, TextAnalyzer]:
+    """The process's embedder and spaCy pipeline (:meth:`Session.models` asks here, so that a
+    test can hand the commands models it already loaded)."""
+    return load_models()
+
+
+__all__ = ["LIBPQ_TARGETS", "Session", "build_parser", "configured_dsn", "main"]

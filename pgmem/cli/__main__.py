@@ -1,0 +1,7 @@
+"""``python -m pgmem.cli``: the ``pgmem`` command."""
+
+import sys
+
+from pgmem.cli.app import main
+
+sys.exit(main())
