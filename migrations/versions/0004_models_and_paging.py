@@ -91,5 +91,5 @@ def downgrade() -> None:
         op.drop_index(_scope_index(column), table_name="memories", schema=schema)
         op.create_index(_scope_index(column), "memories", ["tenant", column], schema=schema)
     op.drop_table("embedding_models", schema=schema)
-    for table in ("memories", "entities"):
-        op.execute(f'ALTER TABLE "{schema}".{table} ALTER COLUMN embedding SET STORAGE DEFAULT')
+    for table in ("memories", "entities"):  # pgvector's types default to EXTERNAL
+        op.execute(f'ALTER TABLE "{schema}".{table} ALTER COLUMN embedding SET STORAGE EXTERNAL')
