@@ -3,7 +3,7 @@
 Runs from ``pgmem.migrate()`` (which hands over a connection and settings through
 ``config.attributes``) or from Alembic's command line in a checkout:
 
-    alembic -x dsn=postgresql://... [-x schema=pgmem] [-x dim=384] upgrade head
+    alembic -x dsn=postgresql://... [-x schema=pgmem] [-x dim=384] [-x storage=halfvec] upgrade head
 
 Everything, the version table included, lives in pgmem's own PostgreSQL schema, so a host
 application's Alembic history in the same database is never touched.
@@ -30,6 +30,7 @@ def _settings() -> MigrationSettings:
     return MigrationSettings(
         schema=x.get("schema", os.environ.get("PGMEM_SCHEMA", "pgmem")),
         dim=int(x.get("dim", os.environ.get("PGMEM_DIM", "384"))),
+        storage=x.get("storage", os.environ.get("PGMEM_STORAGE")) or None,
     )
 
 

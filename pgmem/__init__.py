@@ -11,6 +11,7 @@ from pgmem.errors import (
     FilterError,
     InvalidInputError,
     IsolationError,
+    ModelMismatchError,
     NotFoundError,
     PgmemError,
     PgvectorError,
@@ -21,6 +22,7 @@ from pgmem.errors import (
 from pgmem.memory import Memory
 from pgmem.migrate import downgrade, migrate
 from pgmem.nlp import TextAnalyzer
+from pgmem.reembedding import ReembedReport, ReembedStatus, abort_reembed, reembed, reembed_status
 from pgmem.rerank import CrossEncoderReranker, Reranker
 from pgmem.results import (
     AddResult,
@@ -50,17 +52,23 @@ __all__ = [
     "IsolationError",
     "Memory",
     "MemoryRecord",
+    "ModelMismatchError",
     "NotFoundError",
     "Page",
     "PgmemError",
     "PgvectorError",
     "QueryTimeoutError",
+    "ReembedReport",
+    "ReembedStatus",
     "Reranker",
     "SchemaError",
     "ScopeError",
     "SearchHit",
     "SentenceTransformerEmbedder",
     "TextAnalyzer",
+    "abort_reembed",
     "downgrade",
     "migrate",
+    "reembed",
+    "reembed_status",
 ]

@@ -55,6 +55,11 @@ class ConfigurationError(PgmemError):
     """pgmem is not configured correctly."""
 
 
+class ModelMismatchError(ConfigurationError):
+    """The embedder is not the model the schema's vectors were made with: open the Memory with
+    that model, or move the schema to the new one with pgmem.reembed (`pgmem reembed`)."""
+
+
 class IsolationError(ConfigurationError):
     """Duplicate detection needs READ COMMITTED or SERIALIZABLE, not REPEATABLE READ: use another
     isolation level for the transaction, or pass dedupe=False."""

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from pgmem.errors import ConfigurationError, PgvectorError, SchemaError, translate
+from pgmem.errors import (
+    ConfigurationError,
+    ModelMismatchError,
+    PgvectorError,
+    SchemaError,
+    translate,
+)
 
 if TYPE_CHECKING:  # Alembic and SQLAlchemy are imported when used: a command that runs no
     from alembic.config import Config  # migration starts faster (pgmem's CLI)
@@ -26,24 +32,69 @@ if TYPE_CHECKING:  # Alembic and SQLAlchemy are imported when used: a command th
 DEFAULT_SCHEMA = "pgmem"
 DEFAULT_DIM = 384
 MIN_PGVECTOR = (0, 5)
+#: How embeddings are stored: pgvector's ``vector`` (4-byte floats; HNSW up to 2,000
+#: dimensions) or ``halfvec`` (2-byte floats, pgvector >= 0.7; HNSW up to 4,000).
+STORAGES = ("vector", "halfvec")
+MAX_DIM = {"vector": 2000, "halfvec": 4000}  # the most an HNSW index takes
+HALFVEC_PGVECTOR = (0, 7)
 # pg_advisory_xact_lock key held while migrating ("pgmem" in ASCII).
 MIGRATION_LOCK_KEY = 0x70676D656D
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_MAX_DIM = 16000  # pgvector's limit for the vector type
+
+
+def default_storage(dim: int) -> str:
+    """``vector`` up to 2,000 dimensions (pgvector's HNSW limit for it), ``halfvec`` above."""
+    return "vector" if dim <= MAX_DIM["vector"] else "halfvec"
+
+
+def check_storage(dim: object, storage: object) -> tuple[int, str]:
+    """``(dim, storage)`` checked, ``storage`` None choosing :func:`default_storage`.
+
+    Raises:
+        ConfigurationError: not a dimension an HNSW index of that storage can hold.
+    """
+    top = MAX_DIM["halfvec"]
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= top:
+        raise ConfigurationError(
+            f"dim must be an integer from 1 to {top} (pgvector's HNSW limit, as halfvec), "
+            f"got {dim!r}"
+        )
+    chosen = default_storage(dim) if storage is None else storage
+    if chosen not in STORAGES:
+        raise ConfigurationError(f"storage must be one of {STORAGES}, got {storage!r}")
+    assert isinstance(chosen, str)
+    if dim > MAX_DIM[chosen]:
+        raise ConfigurationError(
+            f"{dim} dimensions are more than an HNSW index of {chosen} takes "
+            f"({MAX_DIM[chosen]}): use storage='halfvec' (up to {top})"
+        )
+    return dim, chosen
 
 
 @dataclass(frozen=True)
 class MigrationSettings:
-    """Where the schema lives and the embedding dimension it is created with."""
+    """Where the schema lives, and the embedding dimension and storage (``vector`` or
+    ``halfvec``; None: by the dimension, see :func:`default_storage`) it is created with."""
 
     schema: str = DEFAULT_SCHEMA
     dim: int = DEFAULT_DIM
+    storage: str | None = None
 
     def __post_init__(self) -> None:
         check_schema_name(self.schema)
-        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or not 1 <= self.dim <= _MAX_DIM:
-            raise ConfigurationError(f"dim must be an integer from 1 to {_MAX_DIM}, got {self.dim!r}")
+        _, storage = check_storage(self.dim, self.storage)
+        object.__setattr__(self, "storage", storage)
+
+    @property
+    def vector_type(self) -> str:
+        """The column type's name, ``vector`` or ``halfvec``."""
+        return self.storage or default_storage(self.dim)
+
+    @property
+    def cosine_ops(self) -> str:
+        """The HNSW operator class for cosine distance on the column type."""
+        return f"{self.vector_type}_cosine_ops"
 
 
 def check_schema_name(schema: str) -> str:
@@ -84,31 +135,70 @@ def alembic_config(settings: MigrationSettings, connection: Connection | None = 
     return config
 
 
-def migrate(dsn: str = "", *, dim: int = DEFAULT_DIM, schema: str = DEFAULT_SCHEMA) -> None:
+def migrate(
+    dsn: str = "",
+    *,
+    dim: int = DEFAULT_DIM,
+    schema: str = DEFAULT_SCHEMA,
+    storage: str | None = None,
+    model: str | None = None,
+) -> None:
     """Create pgmem's schema, or bring it to the newest revision. Safe to call repeatedly.
 
     ``dsn`` is a libpq connection string or URL; empty uses libpq's ``PG*`` variables.
-    ``dim`` is the embedding dimension, fixed when the schema is first created.
+    ``dim`` is the embedding dimension, fixed when the schema is first created (afterwards
+    only :func:`pgmem.reembed` changes it). ``storage`` is ``"vector"`` or ``"halfvec"``
+    (half-precision floats: half the space, and HNSW up to 4,000 dimensions, pgvector >= 0.7);
+    None chooses ``vector`` up to 2,000 dimensions and ``halfvec`` above for a new schema, and
+    accepts what an existing one has. ``model`` records the name of the embedding model (see
+    :func:`pgmem.embedding_space.embedder_name`) when none is recorded yet; otherwise the first
+    ``Memory`` that writes records its embedder's.
 
     Raises:
-        PgvectorError: pgvector is not available on the server, or older than 0.5.
-        SchemaError: the schema exists with another embedding dimension.
+        ConfigurationError: a bad ``dim``, ``storage`` or schema name.
+        PgvectorError: pgvector is not available on the server, or older than 0.5 (0.7 for
+            halfvec).
+        SchemaError: the schema exists with another dimension or storage.
+        ModelMismatchError: the schema records another model than ``model``.
         DatabaseError: the server refused (e.g. no privilege to create the extension).
     """
-    settings = MigrationSettings(schema=schema, dim=dim)
+    settings = MigrationSettings(schema=schema, dim=dim, storage=storage)
     engine = engine_for(dsn)
     try:
         with _wrap_sqlalchemy_errors(), engine.begin() as connection:
-            _check_pgvector(connection)
+            _check_pgvector(connection, halfvec=settings.storage == "halfvec")
             from alembic import command
+            from sqlalchemy import text
 
             command.upgrade(alembic_config(settings, connection), "head")
-            existing = schema_dimension(connection, schema)
-            if existing != dim:
+            existing = stored_model(connection, schema)
+            assert existing is not None  # revision 0004 made the table and its row
+            stored_name, stored_dim, stored_storage = existing
+            if stored_dim != dim:
                 raise SchemaError(
-                    f"schema {schema!r} was created for {existing}-dimensional embeddings; "
-                    f"migrate was asked for {dim}"
+                    f"schema {schema!r} stores {stored_dim}-dimensional embeddings; "
+                    f"migrate was asked for {dim} (pgmem.reembed moves it to another model)"
                 )
+            if storage is not None and stored_storage != storage:
+                raise SchemaError(
+                    f"schema {schema!r} stores embeddings as {stored_storage}; migrate was "
+                    f"asked for {storage} (pgmem.reembed(..., storage=...) changes it)"
+                )
+            if model is not None:
+                if stored_name is None:
+                    connection.execute(
+                        text(
+                            f'UPDATE "{schema}".embedding_models SET model = :model'
+                            " WHERE role = 'current' AND model IS NULL"
+                        ),
+                        {"model": model},
+                    )
+                elif stored_name != model:
+                    raise ModelMismatchError(
+                        f"schema {schema!r} holds embeddings of model {stored_name!r} "
+                        f"({stored_dim} dimensions); migrate was asked for {model!r}: move the "
+                        "schema to it with pgmem.reembed (or `pgmem reembed`)"
+                    )
     finally:
         engine.dispose()
 
@@ -148,7 +238,25 @@ def schema_dimension(connection: Connection, schema: str = DEFAULT_SCHEMA) -> in
     return None if row is None else int(row[0])
 
 
-def _check_pgvector(connection: Connection) -> None:
+def stored_model(
+    connection: Connection, schema: str = DEFAULT_SCHEMA
+) -> tuple[str | None, int, str] | None:
+    """The model name (None until recorded), dimension and storage recorded for the schema's
+    vectors, or None before revision 0004."""
+    from sqlalchemy import text
+
+    check_schema_name(schema)
+    if connection.execute(
+        text("SELECT to_regclass(:table)"), {"table": f"{schema}.embedding_models"}
+    ).scalar() is None:
+        return None
+    row = connection.execute(
+        text(f'SELECT model, dim, storage FROM "{schema}".embedding_models WHERE role = \'current\'')
+    ).one()
+    return row[0], int(row[1]), str(row[2])
+
+
+def _check_pgvector(connection: Connection, *, halfvec: bool = False) -> None:
     from sqlalchemy import text
 
     row = connection.execute(
@@ -168,6 +276,11 @@ def _check_pgvector(connection: Connection) -> None:
         raise PgvectorError(
             f"pgvector {version} is too old: pgmem needs 0.5 or newer (0.8 recommended)"
             + ("; run ALTER EXTENSION vector UPDATE" if installed else "")
+        )
+    if halfvec and parse_version(version) < HALFVEC_PGVECTOR:
+        raise PgvectorError(
+            f"pgvector {version} has no halfvec type, which embeddings of more than "
+            f"{MAX_DIM['vector']} dimensions need: pgvector 0.7 or newer is required"
         )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,15 @@ from psycopg import sql
 
 from pgmem import scoring, validate
 from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
+from pgmem.embedding_space import (
+    RECHECK_SECONDS,
+    EmbeddingSpace,
+    embedder_dimension,
+    embedder_name,
+    matches,
+    mismatch,
+    space_of_rows,
+)
 from pgmem.errors import (
     ConfigurationError,
     DimensionMismatchError,
@@ -143,14 +153,68 @@ def dimension_steps(store: Store) -> Steps[int]:
     return int(dim)
 
 
-def insert_steps(store: Store, tenant: str, params: Row) -> Steps[list[AddResult]]:
-    """Add a batch (``params`` from :func:`insert_params`): the duplicate locks, then the insert.
+def space_steps(store: Store) -> Steps[EmbeddingSpace]:
+    """The model, dimension and storage of the schema's vectors.
+
+    Raises:
+        SchemaError: the schema is missing, or older than revision 0004.
+    """
+    tables = yield from result_of(store.schema_tables())
+    if tables is None or not tables["memories"]:
+        raise SchemaError(
+            f"pgmem's schema {store.schema!r} is not in this database: "
+            "run pgmem.migrate(dsn) or `pgmem migrate` first"
+        )
+    space = None
+    if tables["embedding_models"]:
+        space = space_of_rows((yield from result_of(store.embedding_models())))
+    if space is None:
+        raise SchemaError(
+            f"pgmem's schema {store.schema!r} has no embedding model on record (it predates "
+            "revision 0004): run pgmem.migrate(dsn) or `pgmem migrate`"
+        )
+    return space
+
+
+#: What a write that stores vectors checks first: the space its vectors were made for, and the
+#: name of the embedder that made them.
+VectorsOf = tuple[EmbeddingSpace, str]
+
+
+def vector_guard_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
+    """Check, in a write's transaction and before it writes, that the schema still holds the
+    model its vectors were made with -- a re-embedding may have switched it since the Memory
+    read it -- and record the embedder's name if no model is on record.
+
+    Raises:
+        ModelMismatchError: the schema holds another model's vectors now.
+    """
+    expected, name = vectors_of
+    yield store.lock_embedding_models()  # see the statement: waits for a switch in progress
+    if expected.model is None:
+        yield store.claim_embedding_model(name)
+    space = space_of_rows((yield from result_of(store.embedding_models())))
+    # The model may still be unrecorded: another write's claim is under way.
+    if space is None or not matches(space, name) or (space.dim, space.storage) != (
+        expected.dim, expected.storage
+    ):
+        shown = space if space is not None else expected
+        raise mismatch(store.schema, shown, name, expected.dim)
+
+
+def insert_steps(
+    store: Store, tenant: str, params: Row, vectors_of: VectorsOf | None = None
+) -> Steps[list[AddResult]]:
+    """Add a batch (``params`` from :func:`insert_params`): the duplicate locks, then the insert
+    (after :func:`vector_guard_steps` with ``vectors_of``).
 
     Raises:
         IsolationError: ``dedupe`` in a REPEATABLE READ transaction, whose snapshot predates the
             locks, so that a concurrent add of the same text would be missed. Raised after the
             insert, whose rows tell the isolation level; the caller's savepoint undoes it.
     """
+    if vectors_of is not None:
+        yield from vector_guard_steps(store, vectors_of)
     yield store.lock_contents(params)  # entity-name locks always, duplicate locks with dedupe
     rows = yield from result_of(store.insert_memories(params))
     if params["dedupe"] and rows and rows[0]["isolation"] == "repeatable read":
@@ -162,8 +226,14 @@ def insert_steps(store: Store, tenant: str, params: Row) -> Steps[list[AddResult
     return add_results(tenant, rows)
 
 
-def update_steps(store: Store, tenant: str, memory_id: uuid.UUID, params: Row) -> Steps[MemoryRecord]:
-    """Update a memory (``params`` from :func:`update_params`) after locking it and its entities."""
+def update_steps(
+    store: Store, tenant: str, memory_id: uuid.UUID, params: Row,
+    vectors_of: VectorsOf | None = None,
+) -> Steps[MemoryRecord]:
+    """Update a memory (``params`` from :func:`update_params`) after locking it and its entities
+    (and, for new vectors, :func:`vector_guard_steps` with ``vectors_of``)."""
+    if vectors_of is not None:
+        yield from vector_guard_steps(store, vectors_of)
     if not (yield from result_of(store.lock_memory(params))):
         raise not_found(tenant, memory_id)
     yield store.lock_linked_entities(params)
@@ -347,7 +417,9 @@ class Operations:
         self.analyzer = self.languages.get().analyzer or self.languages.english
         self.reranker = reranker
         self.store = Store(self.schema)
-        self._dim: int | None = None
+        self._space: EmbeddingSpace | None = None
+        self._space_read = 0.0
+        self._embedder_name: str | None = None
 
     # -- writes
 
@@ -412,21 +484,25 @@ class Operations:
         if text is None and metadata is None:
             raise InvalidInputError("update needs a new text, new metadata or both")
         meta = None if metadata is None else validate.metadata(metadata)
+        vectors_of: VectorsOf | None = None
         if text is None:
             params = update_params(self.tenant, checked_id, metadata=meta)
         else:
             new_text = validate.text(text, max_length=self.max_text_length)
             text_search = yield from self._text_search(ts_config)
-            dim = yield from self._dimension()
+            space = yield from self._checked_space()
+            vectors_of = (space, self.embedder_name)
             analysis, vectors = yield from compute(
-                functools.partial(self._analyze, new_text, dim, text_search)
+                functools.partial(self._analyze, new_text, space.dim, text_search)
             )
             params = update_params(
                 self.tenant, checked_id, text=new_text, analysis=analysis, vectors=vectors,
                 metadata=meta, text_search=text_search,
             )
         return (
-            yield from transaction(lambda _: update_steps(self.store, self.tenant, checked_id, params))
+            yield from transaction(
+                lambda _: update_steps(self.store, self.tenant, checked_id, params, vectors_of)
+            )
         )
 
     def delete(self, memory_id: uuid.UUID | str) -> Operation[None]:
@@ -592,14 +668,15 @@ class Operations:
     def _add_batch(
         self, items: Sequence[NewMemory], *, dedupe: bool, text_search: TextSearch
     ) -> Operation[list[AddResult]]:
-        dim = yield from self._dimension()
+        space = yield from self._checked_space()
+        vectors_of = (space, self.embedder_name)
         params = yield from compute(
-            functools.partial(self._batch_params, items, dim, dedupe, text_search)
+            functools.partial(self._batch_params, items, space.dim, dedupe, text_search)
         )
         # Pipeline mode: the locks and the insert travel in one round trip.
         return (
             yield from transaction(
-                lambda _: insert_steps(self.store, self.tenant, params), pipeline=True
+                lambda _: insert_steps(self.store, self.tenant, params, vectors_of), pipeline=True
             )
         )
 
@@ -650,10 +727,34 @@ class Operations:
         return self.languages.get(self.languages.check(name))
 
     def _dimension(self) -> Operation[int]:
-        """The schema's embedding dimension, read once; models run outside transactions."""
-        if self._dim is None:
-            self._dim = yield from transaction(lambda _: dimension_steps(self.store))
-        return self._dim
+        """The schema's embedding dimension (see :meth:`_checked_space`)."""
+        space = yield from self._checked_space()
+        return space.dim
+
+    @property
+    def embedder_name(self) -> str:
+        """The name the embedder's vectors are recorded under (see
+        :func:`pgmem.embedding_space.embedder_name`)."""
+        if self._embedder_name is None:
+            self._embedder_name = embedder_name(self.embedder)
+        return self._embedder_name
+
+    def _checked_space(self) -> Operation[EmbeddingSpace]:
+        """The model, dimension and storage of the schema's vectors, read on the first call and
+        again when RECHECK_SECONDS have passed (a re-embedding may switch them), outside any
+        transaction: models run outside transactions.
+
+        Raises:
+            ModelMismatchError: the schema holds another model's vectors than the embedder's.
+            SchemaError: the schema is missing or too old.
+        """
+        if self._space is None or time.monotonic() - self._space_read > RECHECK_SECONDS:
+            space = yield from transaction(lambda _: space_steps(self.store))
+            if not matches(space, self.embedder_name):
+                dim = yield from compute(functools.partial(embedder_dimension, self.embedder))
+                raise mismatch(self.schema, space, self.embedder_name, dim)
+            self._space, self._space_read = space, time.monotonic()
+        return self._space
 
     def _search_request(
         self,

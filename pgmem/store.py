@@ -216,6 +216,28 @@ class Store:
         params = {"memories_table": f'"{self.schema}".memories'}
         return self._statement("schema_dimension", params, "one", _dim)
 
+    def schema_tables(self) -> Statement[Row | None]:
+        """Whether the schema's ``memories`` and ``embedding_models`` tables exist."""
+        params = {
+            "memories_table": f'"{self.schema}".memories',
+            "models_table": f'"{self.schema}".embedding_models',
+        }
+        return self._statement("schema_tables", params, "one", _row)
+
+    def embedding_models(self) -> Statement[list[Row]]:
+        """The rows of ``embedding_models``: the current model, and the next during a
+        re-embedding."""
+        return self._statement("embedding_models", {}, "all", _rows)
+
+    def lock_embedding_models(self) -> Statement[None]:
+        """The shared lock of a vector write against a re-embedding's switch (held until the
+        transaction ends). Fetches nothing: in pipeline mode it travels with the next."""
+        return self._statement("lock_embedding_models", {"schema": self.schema}, "nothing", _nothing)
+
+    def claim_embedding_model(self, model: str) -> Statement[None]:
+        """Record ``model`` as the schema's if none is recorded."""
+        return self._statement("claim_embedding_model", {"model": model}, "nothing", _nothing)
+
     def _statement(
         self,
         name: str,

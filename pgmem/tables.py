@@ -10,8 +10,9 @@ to memories in its queries::
         .where(memories.c.user_id == "alice")
     )
 
-``metadata`` and the four tables describe the default schema, ``pgmem``, with 384-dimensional
-embeddings; :func:`tables` builds them for another schema name or dimension. They describe the
+``metadata`` and the tables describe the default schema, ``pgmem``, with 384-dimensional
+embeddings; :func:`tables` builds them for another schema name, dimension or storage
+(``halfvec`` above 2,000 dimensions). ``embedding_models`` records which model made the vectors. They describe the
 columns and keys; the migrations (:func:`pgmem.migrate`) own the DDL, so never ``create_all``
 them, and write through :class:`pgmem.Memory`, which keeps entities, links and history in step.
 Every key starts with ``tenant``: join on it too.
@@ -23,12 +24,15 @@ import functools
 from typing import NamedTuple
 
 import sqlalchemy as sa
-from pgvector.sqlalchemy import Vector
+from pgvector.sqlalchemy import HALFVEC, Vector
 from sqlalchemy.dialects import postgresql
 
-from pgmem.migrate import DEFAULT_DIM, DEFAULT_SCHEMA, check_schema_name
+from pgmem.migrate import DEFAULT_DIM, DEFAULT_SCHEMA, check_schema_name, check_storage
 
-__all__ = ["Tables", "entities", "history", "memories", "memory_entities", "metadata", "tables"]
+__all__ = [
+    "Tables", "embedding_models", "entities", "history", "memories", "memory_entities",
+    "metadata", "tables",
+]
 
 
 class Tables(NamedTuple):
@@ -39,6 +43,7 @@ class Tables(NamedTuple):
     entities: sa.Table
     memory_entities: sa.Table
     history: sa.Table
+    embedding_models: sa.Table
 
 
 def _tenant() -> sa.Column[str]:
@@ -59,14 +64,19 @@ def _uuid_id() -> sa.Column[object]:
 
 
 @functools.cache
-def tables(schema: str = DEFAULT_SCHEMA, dim: int = DEFAULT_DIM) -> Tables:
-    """pgmem's tables in ``schema`` (as created by ``pgmem.migrate(dsn, schema=..., dim=...)``),
-    in a ``MetaData`` of their own. The same arguments return the same objects.
+def tables(
+    schema: str = DEFAULT_SCHEMA, dim: int = DEFAULT_DIM, storage: str | None = None
+) -> Tables:
+    """pgmem's tables in ``schema`` (as created by ``pgmem.migrate(dsn, schema=..., dim=...,
+    storage=...)``), in a ``MetaData`` of their own. The same arguments return the same objects.
 
     Raises:
-        ConfigurationError: ``schema`` is not a plain lower-case identifier.
+        ConfigurationError: ``schema`` is not a plain lower-case identifier, or ``dim`` and
+            ``storage`` are not a valid pair.
     """
     check_schema_name(schema)
+    _, storage = check_storage(dim, storage)
+    vector_type = HALFVEC if storage == "halfvec" else Vector
     metadata = sa.MetaData(schema=schema)
     memories = sa.Table(
         "memories",
@@ -81,7 +91,7 @@ def tables(schema: str = DEFAULT_SCHEMA, dim: int = DEFAULT_DIM) -> Tables:
         sa.Column(
             "metadata", postgresql.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")
         ),
-        sa.Column("embedding", Vector(dim), nullable=False),
+        sa.Column("embedding", vector_type(dim), nullable=False),
         sa.Column("lexemes", postgresql.TSVECTOR, nullable=False),
         sa.Column("lexeme_count", sa.Integer, nullable=False),
         _timestamp("created_at"),
@@ -101,7 +111,7 @@ def tables(schema: str = DEFAULT_SCHEMA, dim: int = DEFAULT_DIM) -> Tables:
         _uuid_id(),
         sa.Column("name", sa.Text, nullable=False),
         sa.Column("label", sa.Text, nullable=False),
-        sa.Column("embedding", Vector(dim), nullable=False),
+        sa.Column("embedding", vector_type(dim), nullable=False),
         _timestamp("created_at"),
         sa.PrimaryKeyConstraint("tenant", "id", name="entities_pkey"),
         sa.UniqueConstraint("tenant", "name", name="entities_name_key"),
@@ -139,7 +149,21 @@ def tables(schema: str = DEFAULT_SCHEMA, dim: int = DEFAULT_DIM) -> Tables:
         sa.PrimaryKeyConstraint("tenant", "id", name="history_pkey"),
         sa.CheckConstraint("event IN ('ADD', 'UPDATE', 'DELETE')", name="history_event_check"),
     )
-    return Tables(metadata, memories, entities, memory_entities, history)
+    embedding_models = sa.Table(
+        "embedding_models",
+        metadata,
+        sa.Column("role", sa.Text, nullable=False),  # 'current', or 'next' during a re-embed
+        sa.Column("model", sa.Text),
+        sa.Column("dim", sa.Integer, nullable=False),
+        sa.Column("storage", sa.Text, nullable=False),
+        _timestamp("updated_at"),
+        sa.PrimaryKeyConstraint("role", name="embedding_models_pkey"),
+        sa.CheckConstraint("role IN ('current', 'next')", name="embedding_models_role_check"),
+        sa.CheckConstraint(
+            "storage IN ('vector', 'halfvec')", name="embedding_models_storage_check"
+        ),
+    )
+    return Tables(metadata, memories, entities, memory_entities, history, embedding_models)
 
 
-metadata, memories, entities, memory_entities, history = tables()
+metadata, memories, entities, memory_entities, history, embedding_models = tables()

@@ -388,12 +388,15 @@ SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, 
 -- name: list_memories
 -- One page of the scope's memories in (created_at, id) order, after the cursor's position (keyset
 -- paging: no row is skipped or repeated while others are added or deleted). Ask for one row more
--- than the page holds to learn whether another page follows.
+-- than the page holds to learn whether another page follows. The index of the scope id ends with
+-- (created_at, id): a page is one index range starting at the cursor (the first page's cursor is
+-- before every row), read in order -- no sort of the scope, in a custom or a generic plan.
 SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, m.updated_at
   FROM {schema}.memories m
  WHERE {scope}
-   AND (%(after_created_at)s::timestamptz IS NULL
-        OR (m.created_at, m.id) > (%(after_created_at)s::timestamptz, %(after_id)s::uuid))
+   AND (m.created_at, m.id)
+       > (coalesce(%(after_created_at)s::timestamptz, '-infinity'),
+          coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000'))
  ORDER BY m.created_at, m.id
  LIMIT %(limit)s
 
@@ -555,6 +558,33 @@ SELECT extversion FROM pg_extension WHERE extname = 'vector'
 SELECT a.atttypmod AS dim
   FROM pg_attribute a
  WHERE a.attrelid = to_regclass(%(memories_table)s) AND a.attname = 'embedding'
+
+-- name: schema_tables
+-- Whether pgmem's schema exists, and is at revision 0004 or later (the model on record).
+SELECT to_regclass(%(memories_table)s) IS NOT NULL AS memories,
+       to_regclass(%(models_table)s) IS NOT NULL AS embedding_models
+
+-- name: embedding_models
+-- The model of the stored vectors (role 'current') and of a re-embedding in progress ('next').
+SELECT e.role, e.model, e.dim, e.storage FROM {schema}.embedding_models e
+
+-- name: lock_embedding_models
+-- Taken (shared) by every write that stores vectors, before it reads embedding_models in a
+-- statement of its own: a re-embedding's switch takes it exclusively, so a write either
+-- commits before the switch or reads the model the switch recorded -- never writes the old
+-- model's vectors into the new column.
+SELECT pg_advisory_xact_lock_shared(hashtext('pgmem.embedding_model'), hashtext(%(schema)s))
+
+-- name: claim_embedding_model
+-- The first write into a schema whose model is not on record records its embedder's -- unless
+-- another write is doing so (its row lock is skipped, not waited for: the claim of a write in a
+-- long transaction must not stall every other writer).
+UPDATE {schema}.embedding_models e
+   SET model = %(model)s, updated_at = now()
+ WHERE e.role IN (SELECT u.role
+                    FROM {schema}.embedding_models u
+                   WHERE u.role = 'current' AND u.model IS NULL
+                     FOR UPDATE SKIP LOCKED)
 
 -- name: explain_prepare
 -- explain_search: the search statement prepared under a name of its own (its parameters

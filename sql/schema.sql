@@ -1,5 +1,6 @@
 -- The pgmem schema as it stands at the newest migration, written to be read.
--- Created here with the defaults: schema `pgmem`, embedding dimension 384. Alembic
+-- Created here with the defaults: schema `pgmem`, embedding dimension 384 stored as `vector`
+-- (above 2,000 dimensions `halfvec`, with `halfvec_cosine_ops` for the HNSW index). Alembic
 -- (migrations/) is what creates it in a database; tests/test_migrations.py checks that this file
 -- and the migrations produce the same catalog.
 --
@@ -29,14 +30,20 @@ CREATE TABLE pgmem.memories (
     CONSTRAINT memories_scope_check
         CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL)
 );
+-- Vectors stay in the row, not TOASTed out of line (the planner does not count reading TOAST).
+ALTER TABLE pgmem.memories ALTER COLUMN embedding SET STORAGE MAIN;
 CREATE INDEX memories_embedding_idx ON pgmem.memories USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX memories_lexemes_idx ON pgmem.memories USING gin (lexemes);
-CREATE INDEX memories_user_idx ON pgmem.memories (tenant, user_id);
-CREATE INDEX memories_agent_idx ON pgmem.memories (tenant, agent_id);
-CREATE INDEX memories_run_idx ON pgmem.memories (tenant, run_id);
+-- A scope's memories by scope id, in get_all's page order (created_at, id): a page is one
+-- index range from its cursor, never a sort of the scope.
+CREATE INDEX memories_user_idx ON pgmem.memories (tenant, user_id, created_at, id);
+CREATE INDEX memories_agent_idx ON pgmem.memories (tenant, agent_id, created_at, id);
+CREATE INDEX memories_run_idx ON pgmem.memories (tenant, run_id, created_at, id);
 CREATE INDEX memories_content_hash_idx ON pgmem.memories (tenant, content_hash);
 
--- A named thing that memories mention, deduplicated by its normalised name.
+-- A named thing that memories mention, deduplicated by its normalised name. No HNSW index on
+-- its embedding: a search compares the query's entities with those its scope's links reach,
+-- fetched by key.
 CREATE TABLE pgmem.entities (
     tenant      text        NOT NULL DEFAULT 'default',
     id          uuid        NOT NULL DEFAULT gen_random_uuid(),
@@ -47,7 +54,7 @@ CREATE TABLE pgmem.entities (
     CONSTRAINT entities_pkey PRIMARY KEY (tenant, id),
     CONSTRAINT entities_name_key UNIQUE (tenant, name)
 );
-CREATE INDEX entities_embedding_idx ON pgmem.entities USING hnsw (embedding vector_cosine_ops);
+ALTER TABLE pgmem.entities ALTER COLUMN embedding SET STORAGE MAIN;
 
 -- Which memory mentions which entity. Spread counts come from here by aggregate. Each link
 -- carries its memory's scope ids (which never change), so that a search reads the links of its
@@ -87,3 +94,19 @@ CREATE TABLE pgmem.history (
     CONSTRAINT history_event_check CHECK (event IN ('ADD', 'UPDATE', 'DELETE'))
 );
 CREATE INDEX history_memory_idx ON pgmem.history (tenant, memory_id, id);
+
+-- The embedding model the vectors were made with (row 'current': model name -- NULL until the
+-- first write or migrate(model=...) records it --, dimension, storage), and while pgmem.reembed
+-- moves them to another model, that one (row 'next'). Not per tenant: the columns' type is the
+-- schema's. Under Citus a reference table.
+CREATE TABLE pgmem.embedding_models (
+    role        text        NOT NULL,
+    model       text,
+    dim         integer     NOT NULL,
+    storage     text        NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT embedding_models_pkey PRIMARY KEY (role),
+    CONSTRAINT embedding_models_role_check CHECK (role IN ('current', 'next')),
+    CONSTRAINT embedding_models_storage_check CHECK (storage IN ('vector', 'halfvec'))
+);
+INSERT INTO pgmem.embedding_models (role, dim, storage) VALUES ('current', 384, 'vector');

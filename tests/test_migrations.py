@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 CATALOG = {
     "columns": """
         SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-               pg_get_expr(d.adbin, d.adrelid), a.attidentity
+               pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attstorage
           FROM pg_attribute a
           JOIN pg_class c ON c.oid = a.attrelid
           JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -108,6 +108,7 @@ def test_schema_sql_matches_the_migrations(db_dsn: str, empty_db_dsn: str) -> No
 
 
 def test_every_key_includes_the_tenant(db_dsn: str) -> None:
+    # embedding_models holds one row per schema, not per tenant: under Citus a reference table.
     query = """
         SELECT c.relname, k.conname, k.contype,
                (SELECT array_agg(a.attname) FROM pg_attribute a
@@ -118,7 +119,7 @@ def test_every_key_includes_the_tenant(db_dsn: str) -> None:
           JOIN pg_class c ON c.oid = k.conrelid
           JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE n.nspname = 'pgmem' AND k.contype IN ('p', 'u', 'f')
-           AND c.relname <> 'alembic_version'"""
+           AND c.relname NOT IN ('alembic_version', 'embedding_models')"""
     with psycopg.connect(db_dsn) as conn:
         keys = conn.execute(query).fetchall()
         unique_indexes = conn.execute(
@@ -127,7 +128,8 @@ def test_every_key_includes_the_tenant(db_dsn: str) -> None:
                         WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey))
                  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
                  JOIN pg_namespace n ON n.oid = c.relnamespace
-                WHERE n.nspname = 'pgmem' AND i.indisunique AND c.relname <> 'alembic_version'"""
+                WHERE n.nspname = 'pgmem' AND i.indisunique
+                  AND c.relname NOT IN ('alembic_version', 'embedding_models')"""
         ).fetchall()
     kinds = {contype for _, _, contype, _, _ in keys}
     assert kinds == {"p", "u", "f"}
@@ -149,7 +151,7 @@ def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
         host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
         ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
     assert host == [("host_app_42",)]
-    assert ours == [("0003",)]
+    assert ours == [("0004",)]
 
 
 def test_the_dimension_is_chosen_at_creation(empty_db_dsn: str) -> None:
@@ -165,13 +167,52 @@ def test_the_dimension_is_chosen_at_creation(empty_db_dsn: str) -> None:
         pgmem.migrate(empty_db_dsn, dim=384)
 
 
+def test_above_2000_dimensions_the_schema_stores_halfvec(empty_db_dsn: str) -> None:
+    pgmem.migrate(empty_db_dsn, dim=3072)
+    with psycopg.connect(empty_db_dsn) as conn:
+        types = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+            " WHERE attname = 'embedding' AND attrelid IN"
+            " ('pgmem.memories'::regclass, 'pgmem.entities'::regclass)"
+        ).fetchall()
+        index = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'memories_embedding_idx'"
+        ).fetchone()
+        recorded = conn.execute("SELECT role, model, dim, storage FROM pgmem.embedding_models")
+        assert recorded.fetchall() == [("current", None, 3072, "halfvec")]
+    assert types == [("halfvec(3072)",), ("halfvec(3072)",)]
+    assert index is not None and "hnsw (embedding halfvec_cosine_ops)" in index[0]
+    pgmem.migrate(empty_db_dsn, dim=3072)  # idempotent, the storage found as it is
+    with pytest.raises(ConfigurationError, match="more than an HNSW index of vector takes"):
+        pgmem.migrate(empty_db_dsn, dim=3072, storage="vector")  # refused before connecting
+    with pytest.raises(ConfigurationError, match="from 1 to 4000"):
+        pgmem.migrate(empty_db_dsn, dim=4001)
+    pgmem.downgrade(empty_db_dsn, "0003")  # 0004's downgrade rebuilds the entity HNSW index
+    pgmem.migrate(empty_db_dsn, dim=3072)
+
+
+def test_0004_records_the_model_of_an_existing_schema(empty_db_dsn: str) -> None:
+    pgmem.migrate(empty_db_dsn, dim=8, storage="halfvec")
+    pgmem.downgrade(empty_db_dsn, "0003")
+    pgmem.migrate(empty_db_dsn, dim=8)  # 0004 reads the dimension and storage of the column
+    with psycopg.connect(empty_db_dsn) as conn:
+        rows = conn.execute("SELECT role, model, dim, storage FROM pgmem.embedding_models")
+        assert rows.fetchall() == [("current", None, 8, "halfvec")]
+    with pytest.raises(SchemaError, match="stores embeddings as halfvec.*asked for vector"):
+        pgmem.migrate(empty_db_dsn, dim=8, storage="vector")
+    pgmem.migrate(empty_db_dsn, dim=8, model="tiny-model")  # recorded once
+    pgmem.migrate(empty_db_dsn, dim=8, model="tiny-model")
+    with pytest.raises(pgmem.ModelMismatchError, match="'tiny-model'.*'other-model'"):
+        pgmem.migrate(empty_db_dsn, dim=8, model="other-model")
+
+
 def test_another_schema_name(empty_db_dsn: str) -> None:
     pgmem.migrate(empty_db_dsn, schema="agent_memory")
     with psycopg.connect(empty_db_dsn) as conn:
         found = conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = 'agent_memory'"
         ).fetchone()
-    assert found == (5,)
+    assert found == (6,)
     with pytest.raises(ConfigurationError, match="schema must be"):
         pgmem.migrate(empty_db_dsn, schema='x"; DROP TABLE y; --')
 
@@ -183,7 +224,7 @@ def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
     current = subprocess.run(
         [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
     )
-    assert "0003 (head)" in current.stdout
+    assert "0004 (head)" in current.stdout
     assert {"memories", "history"} <= tables(empty_db_dsn)
 
 
@@ -205,5 +246,6 @@ def test_the_wheel_ships_sql_and_migrations(tmp_path: Path) -> None:
         "pgmem/migrations/script.py.mako",
         "pgmem/migrations/versions/0001_initial.py",
         "pgmem/migrations/versions/0002_link_scope.py",
+        "pgmem/migrations/versions/0004_models_and_paging.py",
         "pgmem/py.typed",
     } <= names

@@ -87,7 +87,7 @@ def catalog(dsn: str, schema: str) -> tuple[list[tuple[Any, ...]], set[tuple[Any
 
 def test_the_tables_match_the_migrated_catalog(db_dsn: str) -> None:
     columns, constraints = catalog(db_dsn, "pgmem")
-    assert len(columns) == 14 + 6 + 6 + 7
+    assert len(columns) == 14 + 6 + 6 + 7 + 5
     assert declared_columns(pgmem_tables.tables()) == columns
     assert declared_constraints(pgmem_tables.tables()) == constraints
     assert pgmem_tables.memories.c.embedding.type.compile(dialect=postgresql.dialect()) == (
@@ -107,6 +107,18 @@ def test_the_tables_of_another_schema_and_dimension(empty_db_dsn: str) -> None:
     assert other.memories.fullname == "agent_memory.memories"
     with pytest.raises(pgmem.ConfigurationError, match="schema"):
         pgmem_tables.tables("Robert'); DROP TABLE")
+
+
+def test_the_tables_of_a_halfvec_schema(empty_db_dsn: str) -> None:
+    pgmem.migrate(empty_db_dsn, schema="wide", dim=3072)  # above 2,000: halfvec
+    wide = pgmem_tables.tables("wide", 3072)
+    columns, constraints = catalog(empty_db_dsn, "wide")
+    assert declared_columns(wide) == columns
+    assert declared_constraints(wide) == constraints
+    assert wide.memories.c.embedding.type.compile(dialect=postgresql.dialect()) == "HALFVEC(3072)"
+    assert pgmem_tables.tables("wide", 384, "halfvec").entities.c.embedding.type.dim == 384
+    with pytest.raises(pgmem.ConfigurationError, match="4000"):
+        pgmem_tables.tables("wide", 5000)
 
 
 def test_an_app_joins_its_own_table_to_memories(

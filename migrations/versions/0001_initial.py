@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from pgvector.sqlalchemy import Vector
+from pgvector.sqlalchemy import HALFVEC, Vector
 from sqlalchemy.dialects import postgresql
 
 from pgmem.migrate import current_settings
@@ -31,7 +31,10 @@ def _created_at() -> sa.Column[object]:
 
 
 def upgrade() -> None:
-    schema, dim = current_settings().schema, current_settings().dim
+    settings = current_settings()
+    schema, dim = settings.schema, settings.dim
+    # The storage (vector or halfvec) is chosen at creation, like the dimension.
+    vector_type = HALFVEC if settings.vector_type == "halfvec" else Vector
     new_uuid = sa.text("gen_random_uuid()")
 
     op.create_table(
@@ -46,7 +49,7 @@ def upgrade() -> None:
         sa.Column(
             "metadata", postgresql.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")
         ),
-        sa.Column("embedding", Vector(dim), nullable=False),
+        sa.Column("embedding", vector_type(dim), nullable=False),
         sa.Column("lexemes", postgresql.TSVECTOR, nullable=False),
         sa.Column("lexeme_count", sa.Integer, nullable=False),
         _created_at(),
@@ -62,7 +65,7 @@ def upgrade() -> None:
     )
     op.create_index(
         "memories_embedding_idx", "memories", ["embedding"], schema=schema,
-        postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"},
+        postgresql_using="hnsw", postgresql_ops={"embedding": settings.cosine_ops},
     )
     op.create_index(
         "memories_lexemes_idx", "memories", ["lexemes"], schema=schema, postgresql_using="gin"
@@ -82,7 +85,7 @@ def upgrade() -> None:
         sa.Column("id", postgresql.UUID, nullable=False, server_default=new_uuid),
         sa.Column("name", sa.Text, nullable=False),
         sa.Column("label", sa.Text, nullable=False),
-        sa.Column("embedding", Vector(dim), nullable=False),
+        sa.Column("embedding", vector_type(dim), nullable=False),
         _created_at(),
         sa.PrimaryKeyConstraint("tenant", "id", name="entities_pkey"),
         sa.UniqueConstraint("tenant", "name", name="entities_name_key"),
@@ -90,7 +93,7 @@ def upgrade() -> None:
     )
     op.create_index(
         "entities_embedding_idx", "entities", ["embedding"], schema=schema,
-        postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"},
+        postgresql_using="hnsw", postgresql_ops={"embedding": settings.cosine_ops},
     )
 
     op.create_table(

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from pgmem.cli import demo, doctor, importing, mcp, memories, schema, server, stats
+from pgmem.cli import demo, doctor, importing, mcp, memories, reembed, schema, server, stats
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
 from pgmem.errors import PgmemError
@@ -17,6 +17,7 @@ from pgmem.migrate import DEFAULT_SCHEMA
 # is one module and one line here. The order is the order of ``pgmem --help``.
 GROUPS: tuple[Callable[[Commands], None], ...] = (
     schema.register,
+    reembed.register,
     memories.register,
     importing.register,
     stats.register,

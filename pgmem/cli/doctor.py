@@ -21,7 +21,6 @@ EXPECTED_INDEXES = (  # (table, access method, column): what searches need
     ("memories", "btree", "user_id"),
     ("memories", "btree", "agent_id"),
     ("memories", "btree", "run_id"),
-    ("entities", "hnsw", "embedding"),
     ("memory_entities", "btree", "entity_id"),
 )
 
@@ -154,7 +153,7 @@ def _indexes(doctor: Doctor, dsn: str, schema: str) -> int:
         doctor.report("FAIL", f"missing indexes: {', '.join(missing)}",
                       "recreate them as in sql/schema.sql (or downgrade and re-run migrate)")
     else:
-        doctor.report("ok", "indexes present: HNSW (memories, entities), GIN (lexemes), "
+        doctor.report("ok", "indexes present: HNSW (memories), GIN (lexemes), "
                       "btree (scope columns, entity links)")
     rows = catalog(dsn, "count_memories", schema)
     return int(rows[0]["n"])

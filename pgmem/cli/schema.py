@@ -7,7 +7,7 @@ import argparse
 from pgmem.cli.catalog import schema_dim, schema_state
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
-from pgmem.migrate import DEFAULT_DIM, migrate
+from pgmem.migrate import DEFAULT_DIM, STORAGES, migrate
 
 
 def register(commands: Commands) -> None:
@@ -15,13 +15,15 @@ def register(commands: Commands) -> None:
     p = commands.add("migrate", cmd_migrate, "create pgmem's schema or upgrade it (idempotent)")
     p.add_argument("--dim", type=int, help="embedding dimension of a new schema (default: 384, "
                    "or the existing schema's)")
+    p.add_argument("--storage", choices=STORAGES, help="how a new schema stores embeddings "
+                   "(default: vector up to 2,000 dimensions, halfvec above)")
 
 
 def cmd_migrate(args: argparse.Namespace, session: Session) -> int:
     """Create or upgrade the schema."""
     dsn = session.dsn(migrate=False)
     dim = args.dim if args.dim is not None else (schema_dim(dsn, session.schema) or DEFAULT_DIM)
-    migrate(dsn, dim=dim, schema=session.schema)
+    migrate(dsn, dim=dim, schema=session.schema, storage=args.storage)
     revision, dim = schema_state(dsn, session.schema)
     print(f"schema {session.schema} is at revision {revision} ({dim}-dimensional embeddings)")
     return 0

