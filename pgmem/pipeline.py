@@ -23,7 +23,7 @@ import numpy.typing as npt
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pgmem import scoring, validate
+from pgmem import scoring, temporal, validate
 from pgmem.errors import (
     InvalidInputError,
 )
@@ -72,6 +72,8 @@ class SearchPlan:
     """What one search asks of the database, and what the fusion needs to know about it."""
 
     params: dict[str, Any]
+    profile: scoring.Scoring
+    asks_when: bool
     n_terms: int
     semantic_active: bool
     keyword_active: bool
@@ -111,6 +113,7 @@ class SearchRequest:
     filter_params: dict[str, Any]
     signals: tuple[str, ...] = LEGS
     legs: tuple[str, ...] = LEGS
+    profile: scoring.Scoring = scoring.DEFAULT
 
 
 def search_plan(
@@ -132,6 +135,7 @@ def search_plan(
     if "keyword" in signals and not terms:
         notes.append("the query has no keyword terms after lemmatizing: keyword signal off")
     internal_limit = scoring.internal_limit(request.limit)
+    profile = request.profile
     return SearchPlan(
         params={
             **request.scope.params(),
@@ -149,9 +153,11 @@ def search_plan(
             "bm25_b": scoring.BM25_B,
             "entity_embeddings": list(vectors[1 : 1 + len(entities)]),
             "entity_neighbours": scoring.ENTITY_NEIGHBOURS,
-            "entity_min_similarity": scoring.ENTITY_MIN_SIMILARITY,
+            "entity_min_similarity": profile.entity_min_similarity,
             "spread_decay": scoring.SPREAD_DECAY,
         },
+        profile=profile,
+        asks_when=temporal.asks_when(request.query),
         n_terms=len(terms),
         semantic_active="semantic" in signals,
         keyword_active=bool(terms),
@@ -174,9 +180,15 @@ def fuse_rows(
             semantic=float(row["semantic"]),
             keyword_raw=scoring.keyword_raw(row["bm25"], row["rank_cd"], keyword_score),
             entity_hits=tuple((h.similarity, h.spread) for h in hits_by_id[row["id"]]),
+            mentions_time=bool(plan.profile.time_weight) and temporal.mentions_time(row["text"]),
         )
         for row in sorted(rows, key=lambda r: r["id"])
     ]
+    # Every row carries the scope's keyword statistics; the BM25 scale of "reach" comes from them.
+    reach = (
+        scoring.keyword_reach(rows[0]["keyword_n_docs"], rows[0]["keyword_dfs"] or ())
+        if rows and keyword_score == "bm25" else None
+    )
     fused = scoring.fuse(
         candidates,
         n_terms=plan.n_terms,
@@ -185,6 +197,9 @@ def fuse_rows(
         entity_active=plan.entity_active,
         threshold=threshold,
         limit=limit,
+        profile=plan.profile,
+        keyword_reach=reach,
+        asks_when=plan.asks_when,
     )
     return [
         _hit(
@@ -197,6 +212,9 @@ def fuse_rows(
                 max_possible=f.max_possible,
                 score=f.score,
                 keyword_score=keyword_score,
+                scoring=plan.profile.name,
+                keyword_reach=reach,
+                time=f.time,
                 entity_hits=hits_by_id[f.key],
                 legs=_legs(by_id[f.key]),
                 signals=plan.signals,

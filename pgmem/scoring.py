@@ -50,8 +50,6 @@ MAX_QUERY_ENTITIES = 8
 # Known entities fetched per query entity before the similarity cut.
 ENTITY_NEIGHBOURS = 16
 
-SEMANTIC_WEIGHT = 1.0
-KEYWORD_WEIGHT = 1.0
 
 
 def internal_limit(limit: int) -> int:
@@ -106,13 +104,97 @@ def entity_boost(hits: Iterable[tuple[float, int]]) -> float:
     )
 
 
-def max_possible(keyword_active: bool, entity_active: bool, semantic_active: bool = True) -> float:
+def max_possible(
+    keyword_active: bool,
+    entity_active: bool,
+    semantic_active: bool = True,
+    profile: Scoring | None = None,
+) -> float:
     """The largest score a memory could reach given which signals this query has."""
+    p = profile or SEED
     return (
-        (SEMANTIC_WEIGHT if semantic_active else 0.0)
-        + (KEYWORD_WEIGHT if keyword_active else 0.0)
-        + (ENTITY_WEIGHT if entity_active else 0.0)
+        (p.semantic_weight if semantic_active else 0.0)
+        + (p.keyword_weight if keyword_active else 0.0)
+        + (p.entity_weight if entity_active else 0.0)
     )
+
+
+# -- the reachable keyword score ---------------------------------------------------------------
+
+
+def bm25_idf(n_docs: float, df: float) -> float:
+    """BM25's inverse document frequency of a term held by ``df`` of ``n_docs`` documents (the
+    form the search statement uses; never negative)."""
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def keyword_reach(n_docs: float | None, dfs: Sequence[float]) -> float | None:
+    """The BM25 score a memory holding each query term of the scope once, at average length,
+    would get: the sum of those terms' IDFs (terms the scope does not hold cannot be reached).
+    None when no query term is in the scope."""
+    if not n_docs or not dfs:
+        return None
+    return sum(bm25_idf(n_docs, df) for df in dfs)
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """A named way to turn raw signals into a score (see the module docstring).
+
+    ``keyword``: ``"sigmoid"`` squashes the raw BM25 with :data:`KEYWORD_SIGMOID_TABLE`;
+    ``"reach"`` divides it by :func:`keyword_reach` (capped at 1): the share of what the query
+    could score in this scope, so a memory holding the query's only rare term scores near 1
+    whatever the scope's size. ``entity_min_similarity``: entity matches below it do not count;
+    ``entity_sharpness`` > 0 scales a match's similarity to ``((s - floor) / (1 - floor)) **
+    sharpness`` so that near-exact names weigh and loose ones fade. ``time_weight``: the bonus of
+    a memory that mentions a time when the query asks when (see :func:`asks_when`).
+    """
+
+    name: str
+    keyword: str = "sigmoid"
+    semantic_weight: float = 1.0
+    keyword_weight: float = 1.0
+    entity_weight: float = ENTITY_WEIGHT
+    entity_min_similarity: float = ENTITY_MIN_SIMILARITY
+    entity_sharpness: float = 0.0
+    time_weight: float = 0.0
+
+    def normalize_keyword(self, raw: float | None, n_terms: int, reach: float | None) -> float:
+        """A raw keyword score (BM25 scale) as a 0..1 signal."""
+        if raw is None or raw <= 0:
+            return 0.0
+        if self.keyword == "reach" and reach:
+            return min(1.0, raw / reach)
+        return sigmoid(raw, *sigmoid_params(n_terms))
+
+    def entity_similarity(self, similarity: float) -> float:
+        """The weight of one entity match of this ``similarity`` (0 below the floor)."""
+        floor = self.entity_min_similarity
+        if similarity < floor:
+            return 0.0
+        if self.entity_sharpness <= 0 or floor >= 1:
+            return similarity
+        return float(((similarity - floor) / (1 - floor)) ** self.entity_sharpness)
+
+    def entity_boost(self, hits: Iterable[tuple[float, int]]) -> float:
+        """The best boost over (similarity, spread) pairs of the query entities linked to a
+        memory."""
+        return max(
+            (self.entity_similarity(similarity) * self.entity_weight * spread_attenuation(spread)
+             for similarity, spread in hits),
+            default=0.0,
+        )
+
+
+# The seed's scoring, exactly: the sigmoid table, entity matches from 0.5, every weight 1.
+SEED = Scoring("seed")
+DEFAULT = Scoring("default", keyword="reach")
+SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
+
+
+def scoring_named(name: str) -> Scoring:
+    """The scoring profile called ``name``; KeyError if there is none."""
+    return SCORINGS[name]
 
 
 @dataclass(frozen=True)
@@ -123,6 +205,7 @@ class Signals:
     semantic: float
     keyword_raw: float | None
     entity_hits: tuple[tuple[float, int], ...] = ()
+    mentions_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +219,7 @@ class Fused:
     entity: float
     max_possible: float
     score: float
+    time: float = 0.0
 
 
 def fuse(
@@ -147,24 +231,33 @@ def fuse(
     threshold: float,
     limit: int,
     semantic_active: bool = True,
+    profile: Scoring = SEED,
+    keyword_reach: float | None = None,
+    asks_when: bool = False,
 ) -> list[Fused]:
     """Gate on the semantic threshold, score, sort best first and cut to ``limit``.
 
     Equal scores are ordered by semantic similarity (keyword scores are coarse, so ties are
     common in keyword-only searches), then keep the order of ``candidates``. With
     ``semantic_active`` false there is no threshold gate and similarity does not count.
+    ``keyword_reach``: see :func:`keyword_reach` (used by the ``"reach"`` keyword scoring).
     """
-    denominator = max_possible(keyword_active, entity_active, semantic_active)
+    denominator = max_possible(keyword_active, entity_active, semantic_active, profile)
     if denominator == 0:
         return []
+    time_bonus = profile.time_weight if asks_when else 0.0
     fused = []
     for c in candidates:
         if semantic_active and c.semantic < threshold:
             continue
-        keyword = normalize_keyword(c.keyword_raw, n_terms) if keyword_active else 0.0
-        entity = entity_boost(c.entity_hits) if entity_active else 0.0
-        semantic = SEMANTIC_WEIGHT * c.semantic if semantic_active else 0.0
-        total = semantic + KEYWORD_WEIGHT * keyword + entity
+        keyword = (
+            profile.normalize_keyword(c.keyword_raw, n_terms, keyword_reach)
+            if keyword_active else 0.0
+        )
+        entity = profile.entity_boost(c.entity_hits) if entity_active else 0.0
+        semantic = profile.semantic_weight * c.semantic if semantic_active else 0.0
+        time = time_bonus if c.mentions_time else 0.0
+        total = semantic + profile.keyword_weight * keyword + entity + time
         fused.append(
             Fused(
                 key=c.key,
@@ -174,6 +267,7 @@ def fuse(
                 entity=entity,
                 max_possible=denominator,
                 score=total / denominator,
+                time=time,
             )
         )
     fused.sort(key=lambda f: (f.score, f.semantic), reverse=True)
