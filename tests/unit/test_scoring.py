@@ -131,3 +131,66 @@ def test_equal_scores_are_ordered_by_similarity() -> None:
                  threshold=0.0, limit=2, semantic_active=False)
     assert fused[0].score == fused[1].score
     assert [f.key for f in fused] == ["near", "far"]
+
+
+# -- scoring profiles ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "n_terms", "expected"),
+    [
+        (5.0, 2, 0.5),
+        (4.0, 4, 0.1418510649),  # the XJ-4471 case: 1 / (1 + e^1.8)
+        (12.0, 8, 0.8175744762),
+        (2.0, 20, 0.0066928509),
+        (None, 3, 0.0),
+        (0.0, 3, 0.0),
+    ],
+)
+def test_the_seed_profile_keeps_the_seed_table_exactly(
+    raw: float | None, n_terms: int, expected: float
+) -> None:
+    # the reach is ignored: the seed squashes the raw BM25 with its table alone
+    assert scoring.SEED.normalize_keyword(raw, n_terms, reach=4.05) == pytest.approx(expected, abs=1e-9)
+    assert scoring.SEED.normalize_keyword(raw, n_terms, reach=None) == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_seed_profile_fuses_as_the_seed_did() -> None:
+    seed = scoring.SEED
+    assert (seed.semantic_weight, seed.keyword_weight, seed.entity_weight) == (1.0, 1.0, 0.5)
+    assert (seed.entity_min_similarity, seed.entity_sharpness, seed.time_weight) == (0.5, 0.0, 0.0)
+    assert seed.entity_boost([(0.54, 1)]) == pytest.approx(0.27)
+    assert seed.entity_boost([(0.49, 1)]) == 0.0
+    (fused,) = fuse(
+        [Signals("a", semantic=0.5, keyword_raw=7.0, entity_hits=((1.0, 1),), mentions_time=True)],
+        n_terms=5, keyword_active=True, entity_active=True, threshold=0.1, limit=10,
+        profile=seed, keyword_reach=7.5, asks_when=True,
+    )
+    assert (fused.keyword, fused.entity, fused.time) == (0.5, 0.5, 0.0)
+    assert fused.score == pytest.approx(1.5 / 2.5)
+
+
+def test_keyword_reach_is_the_sum_of_the_query_terms_idfs() -> None:
+    # 81 memories: one holds the rare term, 80 hold each common one
+    rare, common = scoring.bm25_idf(81, 1), scoring.bm25_idf(81, 80)
+    assert rare == pytest.approx(math.log(1 + 80.5 / 1.5))
+    assert scoring.keyword_reach(81, [80, 80, 80, 1]) == pytest.approx(3 * common + rare)
+    assert scoring.keyword_reach(81, []) is None
+    assert scoring.keyword_reach(None, [1]) is None
+
+
+def test_the_default_profile_scores_keywords_against_the_reach() -> None:
+    default = scoring.DEFAULT
+    reach = scoring.keyword_reach(81, [80, 80, 80, 1])
+    assert reach is not None
+    rare = scoring.bm25_idf(81, 1)
+    assert default.normalize_keyword(rare, 4, reach) == pytest.approx(rare / reach)
+    assert default.normalize_keyword(rare, 4, reach) > 0.98
+    assert default.normalize_keyword(2 * reach, 4, reach) == 1.0  # capped
+    assert default.normalize_keyword(None, 4, reach) == 0.0
+    # without a reach (ts_rank_cd, or no statistics) it falls back to the table
+    assert default.normalize_keyword(5.0, 2, None) == 0.5
+
+
+def test_profiles_are_named() -> None:
+    assert scoring.SCORINGS == {"default": scoring.DEFAULT, "seed": scoring.SEED}
