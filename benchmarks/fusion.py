@@ -68,21 +68,32 @@ def ranking(q: QuestionSignals, profile: Scoring) -> list[tuple[str, ...]]:
         signals, n_terms=q.n_terms, keyword_active=q.keyword_active,
         entity_active=q.entity_active, threshold=THRESHOLD, limit=LIMIT, profile=profile,
         keyword_reach=scoring.keyword_reach(q.n_docs, q.dfs),
-        asks_when=temporal.asks_when(q.question.text),
+        asks_when=temporal.asks_when(q.question.text), n_docs=q.n_docs,
     )
     return [cands[int(str(f.key))].dia_ids for f in fused]
 
 
 def evaluate(questions: Sequence[QuestionSignals], profile: Scoring) -> dict[str, float]:
     """Mean scores, recall@10 per category, over ``questions``."""
-    scores: list[Scores] = []
+    return summarize(score_all(questions, profile))
+
+
+def score_all(
+    questions: Sequence[QuestionSignals], profile: Scoring
+) -> list[tuple[QuestionSignals, Scores]]:
+    """Each question with its scores under ``profile``."""
+    return [
+        (q, score_question(ranking(q, profile), q.question.evidence, q.question.n_relevant))
+        for q in questions
+    ]
+
+
+def summarize(results: Sequence[tuple[QuestionSignals, Scores]]) -> dict[str, float]:
+    """Mean scores and recall@10 per category."""
+    out = mean_scores([s for _, s in results]).as_dict()
     by_category: dict[int, list[float]] = {}
-    for q in questions:
-        r = ranking(q, profile)
-        scores.append(score_question(r, q.question.evidence, q.question.n_relevant))
-        by_category.setdefault(q.question.category, []).append(
-            recall_at_k(r, q.question.evidence, 10))
-    out = mean_scores(scores).as_dict()
+    for q, s in results:
+        by_category.setdefault(q.question.category, []).append(s.recall_10)
     for category, values in sorted(by_category.items()):
         out[f"cat{category}_r10"] = sum(values) / len(values)
     return out
@@ -116,7 +127,21 @@ def _base() -> list[Scoring]:
 
 @variants("keyword")
 def _keyword() -> list[Scoring]:
-    return [scoring.SEED, Scoring("reach", keyword="reach")]
+    reach = [Scoring(f"reach^{p}", keyword="reach", keyword_power=p) for p in (0.5, 1.0, 1.5, 2.0)]
+    log_n = [Scoring("sigmoid-log-n", keyword="sigmoid-log-n")]
+    return [scoring.SEED, *log_n, *reach]
+
+
+@variants("sigmoid-reach")
+def _sigmoid_reach() -> list[Scoring]:
+    return [Scoring(f"sigmoid-reach {m}", keyword="sigmoid-reach", reach_midpoint=m)
+            for m in (0.3, 0.4, 0.5, 0.6)]
+
+
+@variants("scaled")
+def _scaled() -> list[Scoring]:
+    return [Scoring(f"scaled {m}", keyword="scaled", reach_midpoint=m)
+            for m in (0.4, 0.5, 0.6, 0.75)]
 
 
 @variants("entity")
@@ -131,13 +156,22 @@ def _entity() -> list[Scoring]:
     return out
 
 
+def _weight_grid(base: Scoring) -> list[Scoring]:
+    return [
+        dataclasses.replace(base, name=f"{base.name} kw {k} ent {e}", keyword_weight=k,
+                            entity_weight=e)
+        for k, e in itertools.product((0.5, 0.75, 1.0, 1.5, 2.0), (0.25, 0.5, 0.75))
+    ]
+
+
 @variants("weights")
 def _weights() -> list[Scoring]:
-    base = scoring.DEFAULT
-    return [
-        dataclasses.replace(base, name=f"kw {k} ent {e}", keyword_weight=k, entity_weight=e)
-        for k, e in itertools.product((0.5, 0.75, 1.0, 1.25, 1.5), (0.25, 0.5, 0.75))
-    ]
+    return _weight_grid(scoring.DEFAULT)
+
+
+@variants("weights-seed")
+def _weights_seed() -> list[Scoring]:
+    return _weight_grid(scoring.SEED)
 
 
 @variants("time")
@@ -167,12 +201,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"## {task} (fit: {', '.join(fit)}: {len(parts['fit'])} questions; "
               f"check: {len(parts['check'])})")
         print("| variant | part | " + " | ".join(COLUMNS) + " |")
+        fit_set = set(fit)
         for profile in profiles:
+            results = score_all(signals.questions, profile)
             for part in ("fit", "check", "all"):
-                values = evaluate(parts[part], profile)
+                chosen = [
+                    (q, sc) for q, sc in results
+                    if part == "all" or (q.conversation in fit_set) == (part == "fit")
+                ]
+                values = summarize(chosen)
                 print(f"| {profile.name} | {part} | "
                       + " | ".join(f"{values.get(c, 0.0):.3f}" for c in COLUMNS) + " |")
-        sys.stdout.flush()
+            sys.stdout.flush()
     return 0
 
 

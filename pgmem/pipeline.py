@@ -200,6 +200,7 @@ def fuse_rows(
         profile=plan.profile,
         keyword_reach=reach,
         asks_when=plan.asks_when,
+        n_docs=rows[0]["keyword_n_docs"] if rows else None,
     )
     return [
         _hit(

@@ -137,13 +137,17 @@ def keyword_reach(n_docs: float | None, dfs: Sequence[float]) -> float | None:
     return sum(bm25_idf(n_docs, df) for df in dfs)
 
 
+# The scope size the seed's midpoints are taken to fit (``"sigmoid-log-n"``): a large collection.
+LOG_N_REFERENCE = 100_000
+
+
 @dataclass(frozen=True)
 class Scoring:
     """A named way to turn raw signals into a score (see the module docstring).
 
     ``keyword``: ``"sigmoid"`` squashes the raw BM25 with :data:`KEYWORD_SIGMOID_TABLE`;
-    ``"reach"`` divides it by :func:`keyword_reach` (capped at 1): the share of what the query
-    could score in this scope, so a memory holding the query's only rare term scores near 1
+    ``"reach"`` divides it by :func:`keyword_reach` (capped at 1, then raised to
+    ``keyword_power``): the share of what the query could score in this scope, so a memory holding the query's only rare term scores near 1
     whatever the scope's size. ``entity_min_similarity``: entity matches below it do not count;
     ``entity_sharpness`` > 0 scales a match's similarity to ``((s - floor) / (1 - floor)) **
     sharpness`` so that near-exact names weigh and loose ones fade. ``time_weight``: the bonus of
@@ -158,14 +162,29 @@ class Scoring:
     entity_min_similarity: float = ENTITY_MIN_SIMILARITY
     entity_sharpness: float = 0.0
     time_weight: float = 0.0
+    keyword_power: float = 1.0
+    reach_midpoint: float = 0.5
 
-    def normalize_keyword(self, raw: float | None, n_terms: int, reach: float | None) -> float:
+    def normalize_keyword(
+        self, raw: float | None, n_terms: int, reach: float | None, n_docs: float | None = None
+    ) -> float:
         """A raw keyword score (BM25 scale) as a 0..1 signal."""
         if raw is None or raw <= 0:
             return 0.0
         if self.keyword == "reach" and reach:
-            return min(1.0, raw / reach)
-        return sigmoid(raw, *sigmoid_params(n_terms))
+            return float(min(1.0, raw / reach) ** self.keyword_power)
+        midpoint, steepness = sigmoid_params(n_terms)
+        if self.keyword == "sigmoid-reach" and reach:
+            # the table's midpoint, unless the query cannot reach it in this scope
+            midpoint = min(midpoint, self.reach_midpoint * reach)
+        elif self.keyword == "scaled" and reach:
+            # raw scores stretched so that reach_midpoint of the reach lands on the table's
+            # midpoint when the scope cannot reach it; large scopes keep the seed's table
+            raw *= max(1.0, midpoint / (self.reach_midpoint * reach))
+        elif self.keyword == "sigmoid-log-n" and n_docs and n_docs > 1:
+            # the table's midpoints scaled by how the largest IDF grows with the scope's size
+            midpoint *= min(1.0, math.log(n_docs) / math.log(LOG_N_REFERENCE))
+        return sigmoid(raw, midpoint, steepness)
 
     def entity_similarity(self, similarity: float) -> float:
         """The weight of one entity match of this ``similarity`` (0 below the floor)."""
@@ -188,7 +207,10 @@ class Scoring:
 
 # The seed's scoring, exactly: the sigmoid table, entity matches from 0.5, every weight 1.
 SEED = Scoring("seed")
-DEFAULT = Scoring("default", keyword="reach")
+# Measured with `python -m benchmarks.fusion` on the dev conversations (docs/retrieval.md):
+# the midpoint at half the reach (0.4-0.6 within 0.003 recall@10) and the sharper entity curve
+# (neutral on LoCoMo, and a loose match such as 'yorkshire' for "NYC" no longer lifts a memory).
+DEFAULT = Scoring("default", keyword="sigmoid-reach", reach_midpoint=0.5, entity_sharpness=1.0)
 SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
 
 
@@ -234,6 +256,7 @@ def fuse(
     profile: Scoring = SEED,
     keyword_reach: float | None = None,
     asks_when: bool = False,
+    n_docs: float | None = None,
 ) -> list[Fused]:
     """Gate on the semantic threshold, score, sort best first and cut to ``limit``.
 
@@ -251,7 +274,7 @@ def fuse(
         if semantic_active and c.semantic < threshold:
             continue
         keyword = (
-            profile.normalize_keyword(c.keyword_raw, n_terms, keyword_reach)
+            profile.normalize_keyword(c.keyword_raw, n_terms, keyword_reach, n_docs)
             if keyword_active else 0.0
         )
         entity = profile.entity_boost(c.entity_hits) if entity_active else 0.0

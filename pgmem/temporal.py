@@ -9,6 +9,7 @@ keyword leg weighs; :class:`pgmem.scoring.Scoring` can give such memories a smal
 
 from __future__ import annotations
 
+import functools
 import re
 
 _MONTHS = (
@@ -41,6 +42,7 @@ def asks_when(query: str) -> bool:
     return _ASKS_WHEN.search(query) is not None
 
 
+@functools.lru_cache(maxsize=4096)
 def mentions_time(text: str) -> bool:
     """Whether ``text`` mentions a time: a relative day or period, a weekday, a date, a year."""
     return _MENTIONS_TIME.search(text) is not None
