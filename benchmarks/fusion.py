@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from benchmarks.metrics import Scores, mean_scores, recall_at_k, score_question
+from benchmarks.metrics import Scores, mean_scores, score_question
 from benchmarks.signals import Candidate, QuestionSignals, TaskSignals
 from pgmem import scoring, temporal
 from pgmem.scoring import Scoring
@@ -136,6 +136,18 @@ def _keyword() -> list[Scoring]:
 def _sigmoid_reach() -> list[Scoring]:
     return [Scoring(f"sigmoid-reach {m}", keyword="sigmoid-reach", reach_midpoint=m)
             for m in (0.3, 0.4, 0.5, 0.6)]
+
+
+@variants("log-n")
+def _log_n() -> list[Scoring]:
+    return [Scoring(f"log-n ref {n}", keyword="sigmoid-log-n", reference_docs=n)
+            for n in (1000, 3000, 10000, 100000)]
+
+
+@variants("scaled-log-n")
+def _scaled_log_n() -> list[Scoring]:
+    return [Scoring(f"scaled log-n ref {n}", keyword="log-n", reference_docs=n)
+            for n in (300, 1000, 3000, 10000)]
 
 
 @variants("scaled")

@@ -138,7 +138,7 @@ def keyword_reach(n_docs: float | None, dfs: Sequence[float]) -> float | None:
 
 
 # The scope size the seed's midpoints are taken to fit (``"sigmoid-log-n"``): a large collection.
-LOG_N_REFERENCE = 100_000
+LOG_N_REFERENCE = 10_000
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,7 @@ class Scoring:
     time_weight: float = 0.0
     keyword_power: float = 1.0
     reach_midpoint: float = 0.5
+    reference_docs: float = LOG_N_REFERENCE
 
     def normalize_keyword(
         self, raw: float | None, n_terms: int, reach: float | None, n_docs: float | None = None
@@ -181,9 +182,16 @@ class Scoring:
             # raw scores stretched so that reach_midpoint of the reach lands on the table's
             # midpoint when the scope cannot reach it; large scopes keep the seed's table
             raw *= max(1.0, midpoint / (self.reach_midpoint * reach))
-        elif self.keyword == "sigmoid-log-n" and n_docs and n_docs > 1:
-            # the table's midpoints scaled by how the largest IDF grows with the scope's size
-            midpoint *= min(1.0, math.log(n_docs) / math.log(LOG_N_REFERENCE))
+        elif self.keyword == "log-n" and n_docs:
+            # raw scores stretched by how far the largest IDF (that of a term only one memory
+            # holds) of this scope falls short of a scope of reference_docs memories: an exact
+            # match of the rarest term scores on a small scope as it would on that one
+            raw *= max(1.0, bm25_idf(self.reference_docs, 1) / bm25_idf(n_docs, 1))
+        elif self.keyword == "sigmoid-log-n" and n_docs:
+            # the table's midpoint scaled by how the largest IDF (that of a term only one memory
+            # holds) grows with the scope's size: an exact match of the rarest term scores on a
+            # small scope as it would on a scope of reference_docs memories
+            midpoint *= min(1.0, bm25_idf(n_docs, 1) / bm25_idf(self.reference_docs, 1))
         return sigmoid(raw, midpoint, steepness)
 
     def entity_similarity(self, similarity: float) -> float:
@@ -207,10 +215,11 @@ class Scoring:
 
 # The seed's scoring, exactly: the sigmoid table, entity matches from 0.5, every weight 1.
 SEED = Scoring("seed")
-# Measured with `python -m benchmarks.fusion` on the dev conversations (docs/retrieval.md):
-# the midpoint at half the reach (0.4-0.6 within 0.003 recall@10) and the sharper entity curve
-# (neutral on LoCoMo, and a loose match such as 'yorkshire' for "NYC" no longer lifts a memory).
-DEFAULT = Scoring("default", keyword="sigmoid-reach", reach_midpoint=0.5, entity_sharpness=1.0)
+# Chosen with `python -m benchmarks.fusion` on three dev conversations (docs/retrieval.md):
+# raw BM25 stretched by log N up to a 1,000-memory scope (the best fit of 300 / 1,000 / 3,000 /
+# 10,000 among those that put the XJ-4471 memory first), and the sharper entity curve (neutral
+# on LoCoMo; a loose match such as 'yorkshire' for "NYC" no longer lifts a memory).
+DEFAULT = Scoring("default", keyword="log-n", reference_docs=1000, entity_sharpness=1.0)
 SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
 
 

@@ -290,8 +290,8 @@ def test_the_only_memory_holding_a_rare_exact_token_comes_first(
     assert hits[0].id == target.id
     explain = hits[0].explain
     assert explain.scoring == "default"
-    # the only memory with the rarest term reaches nearly all the query can score in the scope
-    assert explain.keyword_reach is not None and explain.keyword > 0.9
+    assert explain.keyword > 0.4  # the seed's table gives it 0.14
+    assert all(h.explain.keyword < 0.05 for h in hits[1:])  # the words every note holds
 
     # The seed's sigmoid table, fitted to large collections, squashes the same match: the
     # memory ranks below every note (the bug this default fixes).

@@ -179,17 +179,45 @@ def test_keyword_reach_is_the_sum_of_the_query_terms_idfs() -> None:
     assert scoring.keyword_reach(None, [1]) is None
 
 
-def test_the_default_profile_scores_keywords_against_the_reach() -> None:
-    default = scoring.DEFAULT
+def test_the_reach_profile_divides_by_the_reach() -> None:
+    reach_profile = scoring.Scoring("reach", keyword="reach")
     reach = scoring.keyword_reach(81, [80, 80, 80, 1])
     assert reach is not None
     rare = scoring.bm25_idf(81, 1)
-    assert default.normalize_keyword(rare, 4, reach) == pytest.approx(rare / reach)
-    assert default.normalize_keyword(rare, 4, reach) > 0.98
-    assert default.normalize_keyword(2 * reach, 4, reach) == 1.0  # capped
-    assert default.normalize_keyword(None, 4, reach) == 0.0
-    # without a reach (ts_rank_cd, or no statistics) it falls back to the table
-    assert default.normalize_keyword(5.0, 2, None) == 0.5
+    assert reach_profile.normalize_keyword(rare, 4, reach) == pytest.approx(rare / reach)
+    assert reach_profile.normalize_keyword(2 * reach, 4, reach) == 1.0  # capped
+    assert reach_profile.normalize_keyword(None, 4, reach) == 0.0
+
+
+def test_the_default_stretches_keyword_scores_on_scopes_below_a_thousand_memories() -> None:
+    default = scoring.DEFAULT
+    assert (default.keyword, default.reference_docs) == ("log-n", 1000)
+    # the XJ-4471 case: 81 memories, 4 query terms (table midpoint 7); the rare term's IDF is
+    # stretched to what the rarest term scores on a 1,000-memory scope
+    rare, common = scoring.bm25_idf(81, 1), scoring.bm25_idf(81, 80)
+    stretch = scoring.bm25_idf(1000, 1) / scoring.bm25_idf(81, 1)
+    assert stretch == pytest.approx(1.62, abs=0.01)
+    assert default.normalize_keyword(rare, 4, None, 81) == pytest.approx(
+        scoring.sigmoid(rare * stretch, 7.0, 0.6))
+    assert default.normalize_keyword(rare, 4, None, 81) > 0.4
+    assert scoring.SEED.normalize_keyword(rare, 4, None) < 0.15
+    # terms every memory holds stay near nothing, as in the seed
+    assert default.normalize_keyword(3 * common, 4, None, 81) < 0.02
+    # from 1,000 memories on, and without statistics, it is the seed's table exactly
+    for raw in (1.0, 5.0, 9.0, 20.0):
+        for n_docs in (1000.0, 50_000.0, None):
+            assert default.normalize_keyword(raw, 4, None, n_docs) == \
+                scoring.SEED.normalize_keyword(raw, 4, None)
+
+
+def test_the_default_entity_curve_keeps_exact_names_and_fades_loose_ones() -> None:
+    default = scoring.DEFAULT
+    assert default.entity_similarity(1.0) == pytest.approx(1.0)
+    assert default.entity_similarity(0.92) == pytest.approx(0.84)
+    assert default.entity_similarity(0.54) == pytest.approx(0.08)  # 'yorkshire' for "NYC"
+    assert default.entity_similarity(0.49) == 0.0
+    assert default.entity_boost([(0.54, 1)]) == pytest.approx(0.04)
+    assert default.entity_boost([(1.0, 1), (0.54, 1)]) == pytest.approx(0.5)
 
 
 def test_profiles_are_named() -> None:
