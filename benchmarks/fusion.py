@@ -23,7 +23,7 @@ from pathlib import Path
 
 from benchmarks.metrics import Scores, mean_scores, score_question
 from benchmarks.signals import Candidate, QuestionSignals, TaskSignals
-from pgmem import scoring, temporal
+from pgmem import scoring
 from pgmem.scoring import Scoring
 
 LIMIT = 20
@@ -60,15 +60,13 @@ def ranking(q: QuestionSignals, profile: Scoring) -> list[tuple[str, ...]]:
             key=i, semantic=c.semantic, keyword_raw=c.bm25,
             entity_hits=tuple((s, k) for s, k in c.entity_hits
                               if s >= profile.entity_min_similarity),
-            mentions_time=temporal.mentions_time(c.text),
         )
         for i, c in enumerate(cands)
     ]
     fused = scoring.fuse(
         signals, n_terms=q.n_terms, keyword_active=q.keyword_active,
         entity_active=q.entity_active, threshold=THRESHOLD, limit=LIMIT, profile=profile,
-        keyword_reach=scoring.keyword_reach(q.n_docs, q.dfs),
-        asks_when=temporal.asks_when(q.question.text), n_docs=q.n_docs,
+        n_docs=q.n_docs,
     )
     return [cands[int(str(f.key))].dia_ids for f in fused]
 
@@ -127,45 +125,20 @@ def _base() -> list[Scoring]:
 
 @variants("keyword")
 def _keyword() -> list[Scoring]:
-    reach = [Scoring(f"reach^{p}", keyword="reach", keyword_power=p) for p in (0.5, 1.0, 1.5, 2.0)]
-    log_n = [Scoring("sigmoid-log-n", keyword="sigmoid-log-n")]
-    return [scoring.SEED, *log_n, *reach]
-
-
-@variants("sigmoid-reach")
-def _sigmoid_reach() -> list[Scoring]:
-    return [Scoring(f"sigmoid-reach {m}", keyword="sigmoid-reach", reach_midpoint=m)
-            for m in (0.3, 0.4, 0.5, 0.6)]
-
-
-@variants("log-n")
-def _log_n() -> list[Scoring]:
-    return [Scoring(f"log-n ref {n}", keyword="sigmoid-log-n", reference_docs=n)
-            for n in (1000, 3000, 10000, 100000)]
-
-
-@variants("scaled-log-n")
-def _scaled_log_n() -> list[Scoring]:
-    return [Scoring(f"scaled log-n ref {n}", keyword="log-n", reference_docs=n)
-            for n in (300, 1000, 3000, 10000)]
-
-
-@variants("scaled")
-def _scaled() -> list[Scoring]:
-    return [Scoring(f"scaled {m}", keyword="scaled", reach_midpoint=m)
-            for m in (0.4, 0.5, 0.6, 0.75)]
+    return [scoring.SEED, *(
+        Scoring(f"log-n {n:g}", keyword="log-n", reference_docs=n)
+        for n in (300, 1000, 3000, 10000)
+    )]
 
 
 @variants("entity")
 def _entity() -> list[Scoring]:
-    base = scoring.DEFAULT
-    out = [base]
-    for floor in (0.5, 0.6, 0.7, 0.8):
-        for sharp in (0.0, 1.0, 2.0):
-            out.append(dataclasses.replace(
-                base, name=f"floor {floor} sharp {sharp}", entity_min_similarity=floor,
-                entity_sharpness=sharp))
-    return out
+    base = dataclasses.replace(scoring.DEFAULT, entity_sharpness=0.0)
+    return [
+        dataclasses.replace(base, name=f"floor {floor} sharpness {sharp}",
+                            entity_min_similarity=floor, entity_sharpness=sharp)
+        for floor in (0.5, 0.6, 0.7, 0.8) for sharp in (0.0, 1.0, 2.0)
+    ]
 
 
 def _weight_grid(base: Scoring) -> list[Scoring]:
@@ -184,13 +157,6 @@ def _weights() -> list[Scoring]:
 @variants("weights-seed")
 def _weights_seed() -> list[Scoring]:
     return _weight_grid(scoring.SEED)
-
-
-@variants("time")
-def _time() -> list[Scoring]:
-    base = scoring.DEFAULT
-    return [dataclasses.replace(base, name=f"time {t}", time_weight=t)
-            for t in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)]
 
 
 COLUMNS = ("recall_1", "recall_5", "recall_10", "ndcg_10", "cat1_r10", "cat2_r10", "cat3_r10",

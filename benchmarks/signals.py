@@ -49,7 +49,6 @@ class QuestionSignals:
     keyword_active: bool
     entity_active: bool
     n_docs: float | None
-    dfs: tuple[float, ...]
     candidates: tuple[Candidate, ...]
 
 
@@ -100,7 +99,6 @@ def capture_task(
                     keyword_active=plan.keyword_active,
                     entity_active=plan.entity_active,
                     n_docs=rows[0]["keyword_n_docs"] if rows else None,
-                    dfs=tuple(rows[0]["keyword_dfs"] or ()) if rows else (),
                     candidates=tuple(
                         Candidate(
                             dia_ids=tuple(r["metadata"]["dia_ids"]),

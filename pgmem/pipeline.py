@@ -23,7 +23,7 @@ import numpy.typing as npt
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pgmem import scoring, temporal, validate
+from pgmem import scoring, validate
 from pgmem.errors import (
     InvalidInputError,
 )
@@ -73,7 +73,6 @@ class SearchPlan:
 
     params: dict[str, Any]
     profile: scoring.Scoring
-    asks_when: bool
     n_terms: int
     semantic_active: bool
     keyword_active: bool
@@ -157,7 +156,6 @@ def search_plan(
             "spread_decay": scoring.SPREAD_DECAY,
         },
         profile=profile,
-        asks_when=temporal.asks_when(request.query),
         n_terms=len(terms),
         semantic_active="semantic" in signals,
         keyword_active=bool(terms),
@@ -180,15 +178,11 @@ def fuse_rows(
             semantic=float(row["semantic"]),
             keyword_raw=scoring.keyword_raw(row["bm25"], row["rank_cd"], keyword_score),
             entity_hits=tuple((h.similarity, h.spread) for h in hits_by_id[row["id"]]),
-            mentions_time=bool(plan.profile.time_weight) and temporal.mentions_time(row["text"]),
         )
         for row in sorted(rows, key=lambda r: r["id"])
     ]
-    # Every row carries the scope's keyword statistics; the BM25 scale of "reach" comes from them.
-    reach = (
-        scoring.keyword_reach(rows[0]["keyword_n_docs"], rows[0]["keyword_dfs"] or ())
-        if rows and keyword_score == "bm25" else None
-    )
+    # Every row carries the scope's size, on which the BM25 scale depends.
+    n_docs = rows[0]["keyword_n_docs"] if rows and keyword_score == "bm25" else None
     fused = scoring.fuse(
         candidates,
         n_terms=plan.n_terms,
@@ -198,9 +192,7 @@ def fuse_rows(
         threshold=threshold,
         limit=limit,
         profile=plan.profile,
-        keyword_reach=reach,
-        asks_when=plan.asks_when,
-        n_docs=rows[0]["keyword_n_docs"] if rows else None,
+        n_docs=n_docs,
     )
     return [
         _hit(
@@ -214,8 +206,6 @@ def fuse_rows(
                 score=f.score,
                 keyword_score=keyword_score,
                 scoring=plan.profile.name,
-                keyword_reach=reach,
-                time=f.time,
                 entity_hits=hits_by_id[f.key],
                 legs=_legs(by_id[f.key]),
                 signals=plan.signals,

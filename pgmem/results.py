@@ -68,11 +68,9 @@ class EntityHit:
 class Explain:
     """How a search hit's score was made (see :mod:`pgmem.scoring`).
 
-    ``score = (semantic + keyword + entity + time) / max_possible``, each signal times its
-    weight in the ``scoring`` profile. ``keyword_raw`` is the BM25 score before normalising
-    (None when no query term matched); ``keyword_reach`` what the query could score in this
-    scope (see :func:`pgmem.scoring.keyword_reach`); ``time`` the bonus of a memory mentioning a
-    time for a query asking when; ``legs`` names the legs that found the
+    ``score = (semantic + keyword + entity) / max_possible``, as the ``scoring`` profile
+    ("default" or "seed") makes them. ``keyword_raw`` is the BM25 score before normalising
+    (None when no query term matched); ``legs`` names the legs that found the
     memory; ``signals`` the signals this query could use, and ``notes`` why one could not.
     """
 
@@ -84,8 +82,6 @@ class Explain:
     score: float
     keyword_score: str
     scoring: str = "default"
-    keyword_reach: float | None = None
-    time: float = 0.0
     entity_hits: tuple[EntityHit, ...] = ()
     legs: tuple[str, ...] = ()
     signals: tuple[str, ...] = ()

@@ -119,7 +119,7 @@ def max_possible(
     )
 
 
-# -- the reachable keyword score ---------------------------------------------------------------
+# -- scoring profiles ---------------------------------------------------------------------------
 
 
 def bm25_idf(n_docs: float, df: float) -> float:
@@ -128,71 +128,36 @@ def bm25_idf(n_docs: float, df: float) -> float:
     return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-def keyword_reach(n_docs: float | None, dfs: Sequence[float]) -> float | None:
-    """The BM25 score a memory holding each query term of the scope once, at average length,
-    would get: the sum of those terms' IDFs (terms the scope does not hold cannot be reached).
-    None when no query term is in the scope."""
-    if not n_docs or not dfs:
-        return None
-    return sum(bm25_idf(n_docs, df) for df in dfs)
-
-
-# The scope size the seed's midpoints are taken to fit (``"sigmoid-log-n"``): a large collection.
-LOG_N_REFERENCE = 10_000
-
-
 @dataclass(frozen=True)
 class Scoring:
     """A named way to turn raw signals into a score (see the module docstring).
 
     ``keyword``: ``"sigmoid"`` squashes the raw BM25 with :data:`KEYWORD_SIGMOID_TABLE`;
-    ``"reach"`` divides it by :func:`keyword_reach` (capped at 1, then raised to
-    ``keyword_power``): the share of what the query could score in this scope, so a memory holding the query's only rare term scores near 1
-    whatever the scope's size. ``entity_min_similarity``: entity matches below it do not count;
-    ``entity_sharpness`` > 0 scales a match's similarity to ``((s - floor) / (1 - floor)) **
-    sharpness`` so that near-exact names weigh and loose ones fade. ``time_weight``: the bonus of
-    a memory that mentions a time when the query asks when (see :func:`asks_when`).
+    ``"log-n"`` first stretches it, on a scope of fewer than ``reference_docs`` memories, by
+    ``idf(reference_docs) / idf(n)`` -- the IDF of a term only one memory holds, which grows
+    with log N -- so that an exact match of the query's rarest term scores on a small scope as
+    it would on a scope of ``reference_docs`` memories (the table's midpoints assume large
+    ones). ``entity_min_similarity``: entity matches below it do not count;
+    ``entity_sharpness`` > 0 maps a match's similarity ``s`` to ``((s - floor) / (1 - floor))
+    ** sharpness`` so that near-exact names weigh and loose ones fade.
     """
 
     name: str
     keyword: str = "sigmoid"
+    reference_docs: float = 1000.0
     semantic_weight: float = 1.0
     keyword_weight: float = 1.0
     entity_weight: float = ENTITY_WEIGHT
     entity_min_similarity: float = ENTITY_MIN_SIMILARITY
     entity_sharpness: float = 0.0
-    time_weight: float = 0.0
-    keyword_power: float = 1.0
-    reach_midpoint: float = 0.5
-    reference_docs: float = LOG_N_REFERENCE
 
-    def normalize_keyword(
-        self, raw: float | None, n_terms: int, reach: float | None, n_docs: float | None = None
-    ) -> float:
-        """A raw keyword score (BM25 scale) as a 0..1 signal."""
+    def normalize_keyword(self, raw: float | None, n_terms: int, n_docs: float | None) -> float:
+        """A raw keyword score (BM25 scale) as a 0..1 signal; ``n_docs``: the scope's size."""
         if raw is None or raw <= 0:
             return 0.0
-        if self.keyword == "reach" and reach:
-            return float(min(1.0, raw / reach) ** self.keyword_power)
-        midpoint, steepness = sigmoid_params(n_terms)
-        if self.keyword == "sigmoid-reach" and reach:
-            # the table's midpoint, unless the query cannot reach it in this scope
-            midpoint = min(midpoint, self.reach_midpoint * reach)
-        elif self.keyword == "scaled" and reach:
-            # raw scores stretched so that reach_midpoint of the reach lands on the table's
-            # midpoint when the scope cannot reach it; large scopes keep the seed's table
-            raw *= max(1.0, midpoint / (self.reach_midpoint * reach))
-        elif self.keyword == "log-n" and n_docs:
-            # raw scores stretched by how far the largest IDF (that of a term only one memory
-            # holds) of this scope falls short of a scope of reference_docs memories: an exact
-            # match of the rarest term scores on a small scope as it would on that one
+        if self.keyword == "log-n" and n_docs:
             raw *= max(1.0, bm25_idf(self.reference_docs, 1) / bm25_idf(n_docs, 1))
-        elif self.keyword == "sigmoid-log-n" and n_docs:
-            # the table's midpoint scaled by how the largest IDF (that of a term only one memory
-            # holds) grows with the scope's size: an exact match of the rarest term scores on a
-            # small scope as it would on a scope of reference_docs memories
-            midpoint *= min(1.0, bm25_idf(n_docs, 1) / bm25_idf(self.reference_docs, 1))
-        return sigmoid(raw, midpoint, steepness)
+        return sigmoid(raw, *sigmoid_params(n_terms))
 
     def entity_similarity(self, similarity: float) -> float:
         """The weight of one entity match of this ``similarity`` (0 below the floor)."""
@@ -216,16 +181,11 @@ class Scoring:
 # The seed's scoring, exactly: the sigmoid table, entity matches from 0.5, every weight 1.
 SEED = Scoring("seed")
 # Chosen with `python -m benchmarks.fusion` on three dev conversations (docs/retrieval.md):
-# raw BM25 stretched by log N up to a 1,000-memory scope (the best fit of 300 / 1,000 / 3,000 /
-# 10,000 among those that put the XJ-4471 memory first), and the sharper entity curve (neutral
-# on LoCoMo; a loose match such as 'yorkshire' for "NYC" no longer lifts a memory).
+# stretching up to a 1,000-memory scope fitted best of 300 / 1,000 / 3,000 / 10,000 (300 does
+# not put the XJ-4471 memory first), and the sharper entity curve is neutral on LoCoMo while a
+# loose match such as 'yorkshire' for "NYC" no longer lifts a memory.
 DEFAULT = Scoring("default", keyword="log-n", reference_docs=1000, entity_sharpness=1.0)
 SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
-
-
-def scoring_named(name: str) -> Scoring:
-    """The scoring profile called ``name``; KeyError if there is none."""
-    return SCORINGS[name]
 
 
 @dataclass(frozen=True)
@@ -236,7 +196,6 @@ class Signals:
     semantic: float
     keyword_raw: float | None
     entity_hits: tuple[tuple[float, int], ...] = ()
-    mentions_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -250,7 +209,6 @@ class Fused:
     entity: float
     max_possible: float
     score: float
-    time: float = 0.0
 
 
 def fuse(
@@ -263,8 +221,6 @@ def fuse(
     limit: int,
     semantic_active: bool = True,
     profile: Scoring = SEED,
-    keyword_reach: float | None = None,
-    asks_when: bool = False,
     n_docs: float | None = None,
 ) -> list[Fused]:
     """Gate on the semantic threshold, score, sort best first and cut to ``limit``.
@@ -272,24 +228,22 @@ def fuse(
     Equal scores are ordered by semantic similarity (keyword scores are coarse, so ties are
     common in keyword-only searches), then keep the order of ``candidates``. With
     ``semantic_active`` false there is no threshold gate and similarity does not count.
-    ``keyword_reach``: see :func:`keyword_reach` (used by the ``"reach"`` keyword scoring).
+    ``n_docs``: the searched scope's size (the ``"log-n"`` keyword scoring uses it).
     """
     denominator = max_possible(keyword_active, entity_active, semantic_active, profile)
     if denominator == 0:
         return []
-    time_bonus = profile.time_weight if asks_when else 0.0
     fused = []
     for c in candidates:
         if semantic_active and c.semantic < threshold:
             continue
         keyword = (
-            profile.normalize_keyword(c.keyword_raw, n_terms, keyword_reach, n_docs)
+            profile.normalize_keyword(c.keyword_raw, n_terms, n_docs)
             if keyword_active else 0.0
         )
         entity = profile.entity_boost(c.entity_hits) if entity_active else 0.0
         semantic = profile.semantic_weight * c.semantic if semantic_active else 0.0
-        time = time_bonus if c.mentions_time else 0.0
-        total = semantic + profile.keyword_weight * keyword + entity + time
+        total = semantic + profile.keyword_weight * keyword + entity
         fused.append(
             Fused(
                 key=c.key,
@@ -299,7 +253,6 @@ def fuse(
                 entity=entity,
                 max_possible=denominator,
                 score=total / denominator,
-                time=time,
             )
         )
     fused.sort(key=lambda f: (f.score, f.semantic), reverse=True)

@@ -102,7 +102,7 @@ keyword_docs AS MATERIALIZED (
 -- scope's documents that hold it.
 keyword_tf AS (
     SELECT t.id, t.lexeme_count, t.rank_cd, cardinality((t.u).positions)::float8 AS n,
-           (t.u).lexeme, count(*) OVER (PARTITION BY (t.u).lexeme) AS df
+           count(*) OVER (PARTITION BY (t.u).lexeme) AS df
       FROM (SELECT k.id, k.lexeme_count, k.rank_cd,
                    -- the document's query lexemes only (marked with weight A, then kept)
                    unnest(ts_filter(setweight(k.lexemes, 'A', %(lexemes)s::text[]), '{{a}}'))
@@ -210,10 +210,7 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata, c.created_at, 
        h.similarities AS entity_similarities, h.spreads AS entity_spreads,
        c.semantic_leg, c.id IN (SELECT id FROM keyword) AS keyword_leg,
        c.id IN (SELECT id FROM entity) AS entity_leg,
-       -- what the fusion needs for the largest BM25 this query can reach in the scope: the
-       -- scope's size and the document frequency of each query lexeme it holds
-       (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs,
-       ARRAY(SELECT DISTINCT ON (f.lexeme) f.df::float8 FROM keyword_tf f) AS keyword_dfs
+       (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs  -- the BM25 scale of the scope
   FROM candidates c
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id

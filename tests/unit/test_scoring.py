@@ -150,43 +150,24 @@ def test_equal_scores_are_ordered_by_similarity() -> None:
 def test_the_seed_profile_keeps_the_seed_table_exactly(
     raw: float | None, n_terms: int, expected: float
 ) -> None:
-    # the reach is ignored: the seed squashes the raw BM25 with its table alone
-    assert scoring.SEED.normalize_keyword(raw, n_terms, reach=4.05) == pytest.approx(expected, abs=1e-9)
-    assert scoring.SEED.normalize_keyword(raw, n_terms, reach=None) == pytest.approx(expected, abs=1e-9)
+    # the scope's size is ignored: the seed squashes the raw BM25 with its table alone
+    for n_docs in (81.0, 1e6, None):
+        assert scoring.SEED.normalize_keyword(raw, n_terms, n_docs) == pytest.approx(expected, abs=1e-9)
 
 
 def test_the_seed_profile_fuses_as_the_seed_did() -> None:
     seed = scoring.SEED
     assert (seed.semantic_weight, seed.keyword_weight, seed.entity_weight) == (1.0, 1.0, 0.5)
-    assert (seed.entity_min_similarity, seed.entity_sharpness, seed.time_weight) == (0.5, 0.0, 0.0)
+    assert (seed.keyword, seed.entity_min_similarity, seed.entity_sharpness) == ("sigmoid", 0.5, 0.0)
     assert seed.entity_boost([(0.54, 1)]) == pytest.approx(0.27)
     assert seed.entity_boost([(0.49, 1)]) == 0.0
     (fused,) = fuse(
-        [Signals("a", semantic=0.5, keyword_raw=7.0, entity_hits=((1.0, 1),), mentions_time=True)],
+        [Signals("a", semantic=0.5, keyword_raw=7.0, entity_hits=((1.0, 1),))],
         n_terms=5, keyword_active=True, entity_active=True, threshold=0.1, limit=10,
-        profile=seed, keyword_reach=7.5, asks_when=True,
+        profile=seed, n_docs=81,
     )
-    assert (fused.keyword, fused.entity, fused.time) == (0.5, 0.5, 0.0)
+    assert (fused.keyword, fused.entity) == (0.5, 0.5)
     assert fused.score == pytest.approx(1.5 / 2.5)
-
-
-def test_keyword_reach_is_the_sum_of_the_query_terms_idfs() -> None:
-    # 81 memories: one holds the rare term, 80 hold each common one
-    rare, common = scoring.bm25_idf(81, 1), scoring.bm25_idf(81, 80)
-    assert rare == pytest.approx(math.log(1 + 80.5 / 1.5))
-    assert scoring.keyword_reach(81, [80, 80, 80, 1]) == pytest.approx(3 * common + rare)
-    assert scoring.keyword_reach(81, []) is None
-    assert scoring.keyword_reach(None, [1]) is None
-
-
-def test_the_reach_profile_divides_by_the_reach() -> None:
-    reach_profile = scoring.Scoring("reach", keyword="reach")
-    reach = scoring.keyword_reach(81, [80, 80, 80, 1])
-    assert reach is not None
-    rare = scoring.bm25_idf(81, 1)
-    assert reach_profile.normalize_keyword(rare, 4, reach) == pytest.approx(rare / reach)
-    assert reach_profile.normalize_keyword(2 * reach, 4, reach) == 1.0  # capped
-    assert reach_profile.normalize_keyword(None, 4, reach) == 0.0
 
 
 def test_the_default_stretches_keyword_scores_on_scopes_below_a_thousand_memories() -> None:
@@ -195,18 +176,19 @@ def test_the_default_stretches_keyword_scores_on_scopes_below_a_thousand_memorie
     # the XJ-4471 case: 81 memories, 4 query terms (table midpoint 7); the rare term's IDF is
     # stretched to what the rarest term scores on a 1,000-memory scope
     rare, common = scoring.bm25_idf(81, 1), scoring.bm25_idf(81, 80)
-    stretch = scoring.bm25_idf(1000, 1) / scoring.bm25_idf(81, 1)
+    assert rare == pytest.approx(math.log(1 + 80.5 / 1.5))
+    stretch = scoring.bm25_idf(1000, 1) / rare
     assert stretch == pytest.approx(1.62, abs=0.01)
-    assert default.normalize_keyword(rare, 4, None, 81) == pytest.approx(
+    assert default.normalize_keyword(rare, 4, 81) == pytest.approx(
         scoring.sigmoid(rare * stretch, 7.0, 0.6))
-    assert default.normalize_keyword(rare, 4, None, 81) > 0.4
-    assert scoring.SEED.normalize_keyword(rare, 4, None) < 0.15
+    assert default.normalize_keyword(rare, 4, 81) > 0.4
+    assert scoring.SEED.normalize_keyword(rare, 4, 81) < 0.15
     # terms every memory holds stay near nothing, as in the seed
-    assert default.normalize_keyword(3 * common, 4, None, 81) < 0.02
-    # from 1,000 memories on, and without statistics, it is the seed's table exactly
+    assert default.normalize_keyword(3 * common, 4, 81) < 0.02
+    # from 1,000 memories on, and without the scope's size, it is the seed's table exactly
     for raw in (1.0, 5.0, 9.0, 20.0):
         for n_docs in (1000.0, 50_000.0, None):
-            assert default.normalize_keyword(raw, 4, None, n_docs) == \
+            assert default.normalize_keyword(raw, 4, n_docs) == \
                 scoring.SEED.normalize_keyword(raw, 4, None)
 
 
