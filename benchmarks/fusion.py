@@ -20,6 +20,7 @@ import pickle
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks.metrics import Scores, mean_scores, score_question
 from benchmarks.signals import Candidate, QuestionSignals, TaskSignals
@@ -159,6 +160,22 @@ def _weights_seed() -> list[Scoring]:
     return _weight_grid(scoring.SEED)
 
 
+class _Unpickler(pickle.Unpickler):
+    """Finds the classes :mod:`benchmarks.signals` pickled while running as ``__main__``."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "__main__":
+            module = "benchmarks.signals"
+        return super().find_class(module, name)
+
+
+def load(path: Path) -> dict[str, TaskSignals]:
+    """The signals :mod:`benchmarks.signals` saved, by task."""
+    with path.open("rb") as f:
+        data: dict[str, TaskSignals] = _Unpickler(f).load()
+    return data
+
+
 COLUMNS = ("recall_1", "recall_5", "recall_10", "ndcg_10", "cat1_r10", "cat2_r10", "cat3_r10",
            "cat4_r10")
 
@@ -171,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="conversations to choose on (default: %(default)s)")
     parser.add_argument("--variants", default="base", help=", ".join(VARIANTS))
     args = parser.parse_args(argv)
-    data: dict[str, TaskSignals] = pickle.loads(args.signals.read_bytes())
+    data: dict[str, TaskSignals] = load(args.signals)
     fit = [c for c in args.fit.split(",") if c]
     profiles = [p for family in args.variants.split(",") for p in VARIANTS[family]()]
     for task, signals in data.items():
