@@ -204,3 +204,12 @@ def test_the_default_entity_curve_keeps_exact_names_and_fades_loose_ones() -> No
 
 def test_profiles_are_named() -> None:
     assert scoring.SCORINGS == {"default": scoring.DEFAULT, "seed": scoring.SEED}
+
+
+def test_an_unknown_scoring_profile_is_a_configuration_error() -> None:
+    import pgmem
+
+    with pytest.raises(pgmem.ConfigurationError, match="scoring must be one of"):
+        pgmem.Memory("postgresql://nowhere.invalid/x", scoring="bm42")
+    with pgmem.Memory("postgresql://nowhere.invalid/x", scoring="seed") as memory:
+        assert memory.scoring == "seed"  # nothing connects until the first call
