@@ -108,9 +108,12 @@ def test_explain_parts_add_up_to_the_score(memory: pgmem.Memory) -> None:
         if e.keyword_raw is None:
             assert e.keyword == 0.0
         else:
-            assert e.keyword == pytest.approx(scoring.normalize_keyword(e.keyword_raw, 4))
+            # the default profile: BM25 stretched for a scope of 11 memories, then the table
+            assert e.keyword == pytest.approx(
+                scoring.DEFAULT.normalize_keyword(e.keyword_raw, 4, 11)
+            )
         assert e.entity == pytest.approx(
-            scoring.entity_boost((h.similarity, h.spread) for h in e.entity_hits)
+            scoring.DEFAULT.entity_boost((h.similarity, h.spread) for h in e.entity_hits)
         )
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
