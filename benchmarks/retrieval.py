@@ -1,8 +1,8 @@
 """Retrieval quality of pgmem's search configurations on LoCoMo, side by side.
 
     python -m benchmarks.retrieval [--task turns|observations|both] [--configs hybrid,semantic]
-                                   [--conversations N] [--data PATH] [--dsn DSN] [--json PATH]
-                                   [--keep] [--torch-threads N]
+                                   [--conversations N] [--fit conv-26,...] [--data PATH]
+                                   [--dsn DSN] [--json PATH] [--keep] [--torch-threads N]
 
 The run creates a database ``pgmem_bench_<pid>`` on the server given by ``--dsn`` (else
 ``PGMEM_BENCH_DSN``, else ``PGMEM_TEST_DSN``), loads each task once into its own pgmem schema
@@ -20,6 +20,12 @@ Metrics, per question, then averaged over questions (see :mod:`benchmarks.metric
   discounted by ``1 / log2(rank + 1)``; divided by the ideal DCG of ``min(n, 10)`` relevant
   results, ``n`` being the number of relevant memories in the conversation's corpus (0 when n=0).
 - MRR: 1 / the rank of the first relevant result in the top 20, else 0.
+- cat N: R@10 of the questions of LoCoMo category N (1 single-hop, 2 temporal, 3 multi-hop,
+  4 open-domain); p50 ms: the median wall time of one ``search`` call.
+
+``--fit`` names the conversations scoring choices were tuned on (default: the first three of the
+dev file, :data:`FIT_CONVERSATIONS`); each configuration then gets two more rows, ``fit`` and
+``check`` (the other conversations), so a choice that only fits its tuning data shows.
 
 Questions whose evidence no memory covers (observations miss some dialogue ids) still count, so
 the recall ceiling is below 1; the table's header gives it. Wall times: loading (embedding,
@@ -31,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -64,10 +71,12 @@ class SearchConfig:
     keyword_score: str = "bm25"
     legs: tuple[str, ...] | None = None
     rank_cd_scale: float | None = None  # overrides scoring.RANK_CD_SCALE (calibration sweep)
+    scoring: str = "default"  # the scoring profile (pgmem.scoring.SCORINGS)
 
 
 CONFIGS = (
     SearchConfig("hybrid", "hybrid"),
+    SearchConfig("hybrid-seed", "hybrid, seed scoring", scoring="seed"),
     SearchConfig("semantic", "semantic", mode="semantic"),
     SearchConfig("keyword-bm25", "keyword (bm25)", mode="keyword"),
     SearchConfig("hybrid-ts", "hybrid ts_rank_cd", keyword_score="ts_rank_cd"),
@@ -75,6 +84,8 @@ CONFIGS = (
     # Mem0's design: only the semantic leg's hits are re-ranked.
     SearchConfig("hybrid-semantic-legs", "hybrid, semantic candidates only", legs=("semantic",)),
     SearchConfig("hybrid-no-entities", "hybrid without entities", mode="semantic+keyword"),
+    SearchConfig("hybrid-seed-no-entities", "hybrid without entities, seed scoring",
+                 mode="semantic+keyword", scoring="seed"),
     # Calibrations of ts_rank_cd onto the BM25 scale of the sigmoid table.
     *(
         SearchConfig(f"hybrid-ts-x{scale:g}", f"hybrid ts_rank_cd x{scale:g}",
@@ -83,25 +94,29 @@ CONFIGS = (
     ),
 )
 CONFIGS_BY_KEY = {c.key: c for c in CONFIGS}
+# The dev conversations scoring choices were tuned on; the others check them.
+FIT_CONVERSATIONS = ("conv-26", "conv-30", "conv-41")
+CATEGORIES = (1, 2, 3, 4)
 
 
 class Memories:
-    """The ``Memory`` objects of one schema, one per keyword score, sharing one embedder and
-    one analyzer. Close them all with :meth:`close`."""
+    """The ``Memory`` objects of one schema, one per keyword score and scoring profile, sharing
+    one embedder and one analyzer. Close them all with :meth:`close`."""
 
     def __init__(self, dsn: str, schema: str, embedder: Any, analyzer: pgmem.TextAnalyzer):
         self._dsn, self._schema = dsn, schema
         self._embedder, self._analyzer = embedder, analyzer
-        self._memories: dict[str, pgmem.Memory] = {}
+        self._memories: dict[tuple[str, str], pgmem.Memory] = {}
 
-    def get(self, keyword_score: str = "bm25") -> pgmem.Memory:
-        """The ``Memory`` for this keyword score."""
-        if keyword_score not in self._memories:
-            self._memories[keyword_score] = pgmem.Memory(
+    def get(self, keyword_score: str = "bm25", scoring_name: str = "default") -> pgmem.Memory:
+        """The ``Memory`` for this keyword score and scoring profile."""
+        key = (keyword_score, scoring_name)
+        if key not in self._memories:
+            self._memories[key] = pgmem.Memory(
                 self._dsn, embedder=self._embedder, nlp=self._analyzer,
-                keyword_score=keyword_score, schema=self._schema,
+                keyword_score=keyword_score, schema=self._schema, scoring=scoring_name,
             )
-        return self._memories[keyword_score]
+        return self._memories[key]
 
     def close(self) -> None:
         """Close every ``Memory`` made."""
@@ -111,12 +126,30 @@ class Memories:
 
 
 @dataclass(frozen=True)
+class Part:
+    """Mean scores over some questions: R@k, nDCG, MRR, and R@10 per category."""
+
+    scores: Scores
+    category_recall: dict[int, float]
+
+    def values(self) -> dict[str, float]:
+        """Every number by name (``cat1`` ... for the categories)."""
+        return {**self.scores.as_dict(),
+                **{f"cat{c}": v for c, v in self.category_recall.items()}}
+
+
+@dataclass(frozen=True)
 class ConfigResult:
-    """A configuration's mean scores on one task, and its search wall time."""
+    """A configuration's mean scores on one task (all questions, the fit and the check
+    conversations), its search wall time and the median time of one search."""
 
     config: SearchConfig
     scores: Scores
     search_seconds: float
+    category_recall: dict[int, float]
+    p50_ms: float
+    fit: Part | None = None
+    check: Part | None = None
 
 
 @dataclass(frozen=True)
@@ -162,24 +195,48 @@ def ranking(
     return [tuple(hit.metadata["dia_ids"]) for hit in hits]
 
 
+def part(results: Sequence[tuple[dialogues.Question, Scores]]) -> Part:
+    """The mean scores of ``results``, and R@10 per category."""
+    by_category = {
+        c: [s.recall_10 for q, s in results if q.category == c] for c in CATEGORIES
+    }
+    return Part(
+        mean_scores([s for _, s in results]),
+        {c: sum(v) / len(v) for c, v in by_category.items() if v},
+    )
+
+
 def evaluate(
-    memories: Memories, config: SearchConfig, conversations: Sequence[dialogues.Conversation]
+    memories: Memories, config: SearchConfig, conversations: Sequence[dialogues.Conversation],
+    fit: Sequence[str] = (),
 ) -> ConfigResult:
     """Search every question with ``config`` and average the scores."""
-    memory = memories.get(config.keyword_score)
+    memory = memories.get(config.keyword_score, config.scoring)
     start = time.perf_counter()
     default_scale = scoring.RANK_CD_SCALE
     if config.rank_cd_scale is not None:
         scoring.RANK_CD_SCALE = config.rank_cd_scale
+    results: list[tuple[str, dialogues.Question, Scores]] = []
+    times = []
     try:
-        scores = [
-            score_question(ranking(memory, config, c.id, q.text), q.evidence, q.n_relevant)
-            for c in conversations
-            for q in c.questions
-        ]
+        for c in conversations:
+            for q in c.questions:
+                t0 = time.perf_counter()
+                r = ranking(memory, config, c.id, q.text)
+                times.append(time.perf_counter() - t0)
+                results.append((c.id, q, score_question(r, q.evidence, q.n_relevant)))
     finally:
         scoring.RANK_CD_SCALE = default_scale
-    return ConfigResult(config, mean_scores(scores), time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    everything = part([(q, s) for _, q, s in results])
+    fit_part = [(q, s) for c, q, s in results if c in fit]
+    check_part = [(q, s) for c, q, s in results if c not in fit]
+    return ConfigResult(
+        config, everything.scores, seconds, everything.category_recall,
+        statistics.median(times) * 1000,
+        fit=part(fit_part) if fit_part and check_part else None,
+        check=part(check_part) if fit_part and check_part else None,
+    )
 
 
 def recall_ceiling(conversations: Sequence[dialogues.Conversation]) -> float:
@@ -194,7 +251,7 @@ def recall_ceiling(conversations: Sequence[dialogues.Conversation]) -> float:
 
 def run_task(
     dsn: str, task: str, raw: Sequence[dialogues.RawConversation], configs: Sequence[SearchConfig],
-    embedder: Any, analyzer: pgmem.TextAnalyzer,
+    embedder: Any, analyzer: pgmem.TextAnalyzer, fit: Sequence[str] = FIT_CONVERSATIONS,
 ) -> TaskResult:
     """Load ``task`` into its own schema and evaluate every configuration on it."""
     conversations = dialogues.task_conversations(raw, task)
@@ -207,7 +264,7 @@ def run_task(
         results = []
         for config in configs:
             progress(f"{task}: searching with {config.label}")
-            results.append(evaluate(memories, config, conversations))
+            results.append(evaluate(memories, config, conversations, fit))
     finally:
         memories.close()
     questions = [q for c in conversations for q in c.questions]
@@ -236,7 +293,8 @@ def warm_up(embedder: Any, analyzer: pgmem.TextAnalyzer) -> float:
 
 def markdown_table(result: TaskResult) -> str:
     """The task's heading and its table: one row per configuration."""
-    head = ["config", *(name for name, _ in COLUMNS), "search s"]
+    head = ["config", *(name for name, _ in COLUMNS), *(f"cat {c}" for c in CATEGORIES),
+            "p50 ms", "search s"]
     lines = [
         (f"## {result.task}: {result.questions} questions, {result.memories} memories, "
          f"{result.conversations} conversations (load {result.load_seconds:.1f} s)"),
@@ -248,9 +306,17 @@ def markdown_table(result: TaskResult) -> str:
         "|---" + "|---:" * (len(head) - 1) + "|",
     ]
     for r in result.results:
-        values = r.scores.as_dict()
-        cells = [r.config.label, *(f"{values[field]:.3f}" for _, field in COLUMNS)]
-        lines.append("| " + " | ".join([*cells, f"{r.search_seconds:.1f}"]) + " |")
+        rows = [(r.config.label, Part(r.scores, r.category_recall), f"{r.p50_ms:.0f}",
+                 f"{r.search_seconds:.1f}")]
+        if r.fit is not None and r.check is not None:
+            rows += [(f"{r.config.label} (fit)", r.fit, "", ""),
+                     (f"{r.config.label} (check)", r.check, "", "")]
+        for label, numbers, p50, seconds in rows:
+            values = numbers.values()
+            cells = [label, *(f"{values[field]:.3f}" for _, field in COLUMNS),
+                     *(f"{values[f'cat{c}']:.3f}" if f"cat{c}" in values else "-"
+                       for c in CATEGORIES)]
+            lines.append("| " + " | ".join([*cells, p50, seconds]) + " |")
     return "\n".join(lines)
 
 
@@ -273,6 +339,10 @@ def as_json(results: Sequence[TaskResult], data: Path, model_seconds: float) -> 
                     c.config.key: {
                         "label": c.config.label,
                         **c.scores.as_dict(),
+                        "recall_10_by_category": c.category_recall,
+                        "search_p50_ms": c.p50_ms,
+                        "fit": c.fit.values() if c.fit else None,
+                        "check": c.check.values() if c.check else None,
                         "search_seconds": c.search_seconds,
                     }
                     for c in r.results
@@ -307,6 +377,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         + ", ".join(CONFIGS_BY_KEY) + " (default: all)")
     parser.add_argument("--conversations", type=int, metavar="N",
                         help="only the first N conversations")
+    parser.add_argument("--fit", default=",".join(FIT_CONVERSATIONS), metavar="IDS",
+                        help="comma-separated conversations the scoring was tuned on; the others "
+                        "are reported apart as the check (default: %(default)s)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N",
@@ -342,7 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     with scratch_database(dsn, f"pgmem_bench_{os.getpid()}", keep=args.keep) as bench_dsn:
         for task in tasks(args.task):
-            results.append(run_task(bench_dsn, task, raw, args.configs, embedder, analyzer))
+            results.append(run_task(bench_dsn, task, raw, args.configs, embedder, analyzer,
+                                    [c for c in args.fit.split(",") if c]))
             print(markdown_table(results[-1]) + "\n", flush=True)
     print(f"Models loaded in {model_seconds:.1f} s; limit={LIMIT}, threshold={THRESHOLD}.")
     if args.json:

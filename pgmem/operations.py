@@ -400,11 +400,17 @@ class Operations:
         keyword_score: str,
         max_text_length: int,
         ts_config: str | None = None,
+        scoring_name: str = scoring.DEFAULT.name,
     ) -> None:
         if keyword_score not in scoring.KEYWORD_SCORES:
             raise ConfigurationError(
                 f"keyword_score must be one of {scoring.KEYWORD_SCORES}, got {keyword_score!r}"
             )
+        if scoring_name not in scoring.SCORINGS:
+            raise ConfigurationError(
+                f"scoring must be one of {tuple(scoring.SCORINGS)}, got {scoring_name!r}"
+            )
+        self.scoring = scoring.SCORINGS[scoring_name]
         self.schema = check_schema_name(schema)
         validate.scope(tenant, "-", None, None)  # checks the tenant
         self.tenant = tenant
@@ -784,6 +790,7 @@ class Operations:
             threshold=validate.threshold(threshold),
             condition=condition,
             filter_params=filter_params,
+            profile=self.scoring,
             signals=signals,
             legs=checked_legs,
         )
@@ -813,6 +820,11 @@ class Configured:
     def keyword_score(self) -> str:
         """``"bm25"`` or ``"ts_rank_cd"``."""
         return self._ops.keyword_score
+
+    @property
+    def scoring(self) -> str:
+        """The name of the scoring profile: ``"default"`` or ``"seed"``."""
+        return self._ops.scoring.name
 
     @property
     def max_text_length(self) -> int:

@@ -76,6 +76,7 @@ class SearchPlan:
     configuration, see :mod:`pgmem.languages`): its rows say how many (:func:`fuse_rows`)."""
 
     params: dict[str, Any]
+    profile: scoring.Scoring
     n_terms: int | None
     semantic_active: bool
     keyword_active: bool
@@ -115,6 +116,7 @@ class SearchRequest:
     filter_params: dict[str, Any]
     signals: tuple[str, ...] = LEGS
     legs: tuple[str, ...] = LEGS
+    profile: scoring.Scoring = scoring.DEFAULT
 
 
 def search_plan(
@@ -137,6 +139,7 @@ def search_plan(
     if "keyword" in signals and not terms and not by_postgres:
         notes.append(NO_KEYWORD_TERMS)
     internal_limit = scoring.internal_limit(request.limit)
+    profile = request.profile
     return SearchPlan(
         params={
             **request.scope.params(),
@@ -157,9 +160,10 @@ def search_plan(
             "bm25_b": scoring.BM25_B,
             "entity_embeddings": list(vectors[1 : 1 + len(entities)]),
             "entity_neighbours": scoring.ENTITY_NEIGHBOURS,
-            "entity_min_similarity": scoring.ENTITY_MIN_SIMILARITY,
+            "entity_min_similarity": profile.entity_min_similarity,
             "spread_decay": scoring.SPREAD_DECAY,
         },
+        profile=profile,
         n_terms=None if by_postgres else len(terms),
         semantic_active="semantic" in signals,
         keyword_active=by_postgres or bool(terms),
@@ -186,6 +190,8 @@ def fuse_rows(
         )
         for row in sorted(rows, key=lambda r: r["id"])
     ]
+    # Every row carries the scope's size, on which the BM25 scale depends.
+    n_docs = rows[0]["keyword_n_docs"] if rows and keyword_score == "bm25" else None
     fused = scoring.fuse(
         candidates,
         n_terms=plan.n_terms or 0,
@@ -194,6 +200,8 @@ def fuse_rows(
         entity_active=plan.entity_active,
         threshold=threshold,
         limit=limit,
+        profile=plan.profile,
+        n_docs=n_docs,
     )
     return [
         _hit(
@@ -206,6 +214,7 @@ def fuse_rows(
                 max_possible=f.max_possible,
                 score=f.score,
                 keyword_score=keyword_score,
+                scoring=plan.profile.name,
                 entity_hits=hits_by_id[f.key],
                 legs=_legs(by_id[f.key]),
                 signals=plan.signals,

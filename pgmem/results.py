@@ -68,8 +68,9 @@ class EntityHit:
 class Explain:
     """How a search hit's score was made (see :mod:`pgmem.scoring`).
 
-    ``score = (semantic + keyword + entity) / max_possible``. ``keyword_raw`` is the score
-    before the sigmoid (None when no query term matched); ``legs`` names the legs that found the
+    ``score = (semantic + keyword + entity) / max_possible``, as the ``scoring`` profile
+    ("default" or "seed") makes them. ``keyword_raw`` is the BM25 score before normalising
+    (None when no query term matched); ``legs`` names the legs that found the
     memory; ``signals`` the signals this query could use, and ``notes`` why one could not.
     """
 
@@ -80,6 +81,7 @@ class Explain:
     max_possible: float
     score: float
     keyword_score: str
+    scoring: str = "default"
     entity_hits: tuple[EntityHit, ...] = ()
     legs: tuple[str, ...] = ()
     signals: tuple[str, ...] = ()

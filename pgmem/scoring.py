@@ -50,8 +50,6 @@ MAX_QUERY_ENTITIES = 8
 # Known entities fetched per query entity before the similarity cut.
 ENTITY_NEIGHBOURS = 16
 
-SEMANTIC_WEIGHT = 1.0
-KEYWORD_WEIGHT = 1.0
 
 
 def internal_limit(limit: int) -> int:
@@ -106,13 +104,88 @@ def entity_boost(hits: Iterable[tuple[float, int]]) -> float:
     )
 
 
-def max_possible(keyword_active: bool, entity_active: bool, semantic_active: bool = True) -> float:
+def max_possible(
+    keyword_active: bool,
+    entity_active: bool,
+    semantic_active: bool = True,
+    profile: Scoring | None = None,
+) -> float:
     """The largest score a memory could reach given which signals this query has."""
+    p = profile or SEED
     return (
-        (SEMANTIC_WEIGHT if semantic_active else 0.0)
-        + (KEYWORD_WEIGHT if keyword_active else 0.0)
-        + (ENTITY_WEIGHT if entity_active else 0.0)
+        (p.semantic_weight if semantic_active else 0.0)
+        + (p.keyword_weight if keyword_active else 0.0)
+        + (p.entity_weight if entity_active else 0.0)
     )
+
+
+# -- scoring profiles ---------------------------------------------------------------------------
+
+
+def bm25_idf(n_docs: float, df: float) -> float:
+    """BM25's inverse document frequency of a term held by ``df`` of ``n_docs`` documents (the
+    form the search statement uses; never negative)."""
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """A named way to turn raw signals into a score (see the module docstring).
+
+    ``keyword``: ``"sigmoid"`` squashes the raw BM25 with :data:`KEYWORD_SIGMOID_TABLE`;
+    ``"log-n"`` first stretches it, on a scope of fewer than ``reference_docs`` memories, by
+    ``idf(reference_docs) / idf(n)`` -- the IDF of a term only one memory holds, which grows
+    with log N -- so that an exact match of the query's rarest term scores on a small scope as
+    it would on a scope of ``reference_docs`` memories (the table's midpoints assume large
+    ones). ``entity_min_similarity``: entity matches below it do not count;
+    ``entity_sharpness`` > 0 maps a match's similarity ``s`` to ``((s - floor) / (1 - floor))
+    ** sharpness`` so that near-exact names weigh and loose ones fade.
+    """
+
+    name: str
+    keyword: str = "sigmoid"
+    reference_docs: float = 1000.0
+    semantic_weight: float = 1.0
+    keyword_weight: float = 1.0
+    entity_weight: float = ENTITY_WEIGHT
+    entity_min_similarity: float = ENTITY_MIN_SIMILARITY
+    entity_sharpness: float = 0.0
+
+    def normalize_keyword(self, raw: float | None, n_terms: int, n_docs: float | None) -> float:
+        """A raw keyword score (BM25 scale) as a 0..1 signal; ``n_docs``: the scope's size."""
+        if raw is None or raw <= 0:
+            return 0.0
+        if self.keyword == "log-n" and n_docs:
+            raw *= max(1.0, bm25_idf(self.reference_docs, 1) / bm25_idf(n_docs, 1))
+        return sigmoid(raw, *sigmoid_params(n_terms))
+
+    def entity_similarity(self, similarity: float) -> float:
+        """The weight of one entity match of this ``similarity`` (0 below the floor)."""
+        floor = self.entity_min_similarity
+        if similarity < floor:
+            return 0.0
+        if self.entity_sharpness <= 0 or floor >= 1:
+            return similarity
+        return float(((similarity - floor) / (1 - floor)) ** self.entity_sharpness)
+
+    def entity_boost(self, hits: Iterable[tuple[float, int]]) -> float:
+        """The best boost over (similarity, spread) pairs of the query entities linked to a
+        memory."""
+        return max(
+            (self.entity_similarity(similarity) * self.entity_weight * spread_attenuation(spread)
+             for similarity, spread in hits),
+            default=0.0,
+        )
+
+
+# The seed's scoring, exactly: the sigmoid table, entity matches from 0.5, every weight 1.
+SEED = Scoring("seed")
+# Chosen with `python -m benchmarks.fusion` on three dev conversations (docs/retrieval.md):
+# stretching up to a 1,000-memory scope fitted best of 300 / 1,000 / 3,000 / 10,000 (300 does
+# not put the XJ-4471 memory first), and the sharper entity curve is neutral on LoCoMo while a
+# loose match such as 'yorkshire' for "NYC" no longer lifts a memory.
+DEFAULT = Scoring("default", keyword="log-n", reference_docs=1000, entity_sharpness=1.0)
+SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
 
 
 @dataclass(frozen=True)
@@ -147,24 +220,30 @@ def fuse(
     threshold: float,
     limit: int,
     semantic_active: bool = True,
+    profile: Scoring = SEED,
+    n_docs: float | None = None,
 ) -> list[Fused]:
     """Gate on the semantic threshold, score, sort best first and cut to ``limit``.
 
     Equal scores are ordered by semantic similarity (keyword scores are coarse, so ties are
     common in keyword-only searches), then keep the order of ``candidates``. With
     ``semantic_active`` false there is no threshold gate and similarity does not count.
+    ``n_docs``: the searched scope's size (the ``"log-n"`` keyword scoring uses it).
     """
-    denominator = max_possible(keyword_active, entity_active, semantic_active)
+    denominator = max_possible(keyword_active, entity_active, semantic_active, profile)
     if denominator == 0:
         return []
     fused = []
     for c in candidates:
         if semantic_active and c.semantic < threshold:
             continue
-        keyword = normalize_keyword(c.keyword_raw, n_terms) if keyword_active else 0.0
-        entity = entity_boost(c.entity_hits) if entity_active else 0.0
-        semantic = SEMANTIC_WEIGHT * c.semantic if semantic_active else 0.0
-        total = semantic + KEYWORD_WEIGHT * keyword + entity
+        keyword = (
+            profile.normalize_keyword(c.keyword_raw, n_terms, n_docs)
+            if keyword_active else 0.0
+        )
+        entity = profile.entity_boost(c.entity_hits) if entity_active else 0.0
+        semantic = profile.semantic_weight * c.semantic if semantic_active else 0.0
+        total = semantic + profile.keyword_weight * keyword + entity
         fused.append(
             Fused(
                 key=c.key,

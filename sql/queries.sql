@@ -227,7 +227,8 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata, c.created_at, 
        h.similarities AS entity_similarities, h.spreads AS entity_spreads,
        c.semantic_leg, c.id IN (SELECT id FROM keyword) AS keyword_leg,
        c.id IN (SELECT id FROM entity) AS entity_leg,
-       (SELECT coalesce(cardinality(q.lexemes), 0) FROM query_terms q) AS query_terms
+       (SELECT coalesce(cardinality(q.lexemes), 0) FROM query_terms q) AS query_terms,
+       (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs  -- the BM25 scale of the scope
   FROM candidates c
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id

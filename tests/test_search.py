@@ -108,9 +108,12 @@ def test_explain_parts_add_up_to_the_score(memory: pgmem.Memory) -> None:
         if e.keyword_raw is None:
             assert e.keyword == 0.0
         else:
-            assert e.keyword == pytest.approx(scoring.normalize_keyword(e.keyword_raw, 4))
+            # the default profile: BM25 stretched for a scope of 11 memories, then the table
+            assert e.keyword == pytest.approx(
+                scoring.DEFAULT.normalize_keyword(e.keyword_raw, 4, 11)
+            )
         assert e.entity == pytest.approx(
-            scoring.entity_boost((h.similarity, h.spread) for h in e.entity_hits)
+            scoring.DEFAULT.entity_boost((h.similarity, h.spread) for h in e.entity_hits)
         )
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
@@ -268,3 +271,35 @@ def test_a_search_is_not_jit_compiled(
         plan = memory.explain_search("Where did Caroline move?", user_id="u1", analyze=True)
         conn.rollback()
     assert "JIT" not in plan
+
+
+# A small scope of near-identical notes and one memory holding the query's rare, exact token.
+READING_GROUP_NOTES = [
+    f"Note {i}: we talked about the schedule for the Wednesday reading group and snacks."
+    for i in range(80)
+]
+INVENTORY = "Inventory code XJ-4471 belongs to the blue storage crate in the basement."
+
+
+def test_the_only_memory_holding_a_rare_exact_token_comes_first(
+    memory: pgmem.Memory, db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> None:
+    memory.add_many(READING_GROUP_NOTES, user_id="u1")
+    target = memory.add(INVENTORY, user_id="u1")
+    query = "reading group schedule XJ-4471"
+
+    hits = memory.search(query, user_id="u1", limit=10, threshold=0.0)
+    assert hits[0].id == target.id
+    explain = hits[0].explain
+    assert explain.scoring == "default"
+    assert explain.keyword > 0.4  # the seed's table gives it 0.14
+    assert all(h.explain.keyword < 0.05 for h in hits[1:])  # the words every note holds
+
+    # The seed's sigmoid table, fitted to large collections, squashes the same match: the
+    # memory ranks below every note (the bug this default fixes).
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, scoring="seed") as seed:
+        seed_hits = seed.search(query, user_id="u1", limit=81, threshold=0.0)
+    assert [h.id for h in seed_hits].index(target.id) == 80
+    assert seed_hits[-1].explain.scoring == "seed"
+    assert seed_hits[-1].explain.keyword < 0.2

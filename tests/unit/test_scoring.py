@@ -131,3 +131,85 @@ def test_equal_scores_are_ordered_by_similarity() -> None:
                  threshold=0.0, limit=2, semantic_active=False)
     assert fused[0].score == fused[1].score
     assert [f.key for f in fused] == ["near", "far"]
+
+
+# -- scoring profiles ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "n_terms", "expected"),
+    [
+        (5.0, 2, 0.5),
+        (4.0, 4, 0.1418510649),  # the XJ-4471 case: 1 / (1 + e^1.8)
+        (12.0, 8, 0.8175744762),
+        (2.0, 20, 0.0066928509),
+        (None, 3, 0.0),
+        (0.0, 3, 0.0),
+    ],
+)
+def test_the_seed_profile_keeps_the_seed_table_exactly(
+    raw: float | None, n_terms: int, expected: float
+) -> None:
+    # the scope's size is ignored: the seed squashes the raw BM25 with its table alone
+    for n_docs in (81.0, 1e6, None):
+        assert scoring.SEED.normalize_keyword(raw, n_terms, n_docs) == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_seed_profile_fuses_as_the_seed_did() -> None:
+    seed = scoring.SEED
+    assert (seed.semantic_weight, seed.keyword_weight, seed.entity_weight) == (1.0, 1.0, 0.5)
+    assert (seed.keyword, seed.entity_min_similarity, seed.entity_sharpness) == ("sigmoid", 0.5, 0.0)
+    assert seed.entity_boost([(0.54, 1)]) == pytest.approx(0.27)
+    assert seed.entity_boost([(0.49, 1)]) == 0.0
+    (fused,) = fuse(
+        [Signals("a", semantic=0.5, keyword_raw=7.0, entity_hits=((1.0, 1),))],
+        n_terms=5, keyword_active=True, entity_active=True, threshold=0.1, limit=10,
+        profile=seed, n_docs=81,
+    )
+    assert (fused.keyword, fused.entity) == (0.5, 0.5)
+    assert fused.score == pytest.approx(1.5 / 2.5)
+
+
+def test_the_default_stretches_keyword_scores_on_scopes_below_a_thousand_memories() -> None:
+    default = scoring.DEFAULT
+    assert (default.keyword, default.reference_docs) == ("log-n", 1000)
+    # the XJ-4471 case: 81 memories, 4 query terms (table midpoint 7); the rare term's IDF is
+    # stretched to what the rarest term scores on a 1,000-memory scope
+    rare, common = scoring.bm25_idf(81, 1), scoring.bm25_idf(81, 80)
+    assert rare == pytest.approx(math.log(1 + 80.5 / 1.5))
+    stretch = scoring.bm25_idf(1000, 1) / rare
+    assert stretch == pytest.approx(1.62, abs=0.01)
+    assert default.normalize_keyword(rare, 4, 81) == pytest.approx(
+        scoring.sigmoid(rare * stretch, 7.0, 0.6))
+    assert default.normalize_keyword(rare, 4, 81) > 0.4
+    assert scoring.SEED.normalize_keyword(rare, 4, 81) < 0.15
+    # terms every memory holds stay near nothing, as in the seed
+    assert default.normalize_keyword(3 * common, 4, 81) < 0.02
+    # from 1,000 memories on, and without the scope's size, it is the seed's table exactly
+    for raw in (1.0, 5.0, 9.0, 20.0):
+        for n_docs in (1000.0, 50_000.0, None):
+            assert default.normalize_keyword(raw, 4, n_docs) == \
+                scoring.SEED.normalize_keyword(raw, 4, None)
+
+
+def test_the_default_entity_curve_keeps_exact_names_and_fades_loose_ones() -> None:
+    default = scoring.DEFAULT
+    assert default.entity_similarity(1.0) == pytest.approx(1.0)
+    assert default.entity_similarity(0.92) == pytest.approx(0.84)
+    assert default.entity_similarity(0.54) == pytest.approx(0.08)  # 'yorkshire' for "NYC"
+    assert default.entity_similarity(0.49) == 0.0
+    assert default.entity_boost([(0.54, 1)]) == pytest.approx(0.04)
+    assert default.entity_boost([(1.0, 1), (0.54, 1)]) == pytest.approx(0.5)
+
+
+def test_profiles_are_named() -> None:
+    assert scoring.SCORINGS == {"default": scoring.DEFAULT, "seed": scoring.SEED}
+
+
+def test_an_unknown_scoring_profile_is_a_configuration_error() -> None:
+    import pgmem
+
+    with pytest.raises(pgmem.ConfigurationError, match="scoring must be one of"):
+        pgmem.Memory("postgresql://nowhere.invalid/x", scoring="bm42")
+    with pgmem.Memory("postgresql://nowhere.invalid/x", scoring="seed") as memory:
+        assert memory.scoring == "seed"  # nothing connects until the first call

@@ -1,0 +1,215 @@
+"""Scoring variants compared offline on the signals :mod:`benchmarks.signals` saved.
+
+    python -m benchmarks.signals --out /tmp/signals.pkl          # once: loads and searches
+    python -m benchmarks.fusion /tmp/signals.pkl [--fit conv-26,conv-30,conv-41]
+
+For each question the legs of an ordinary search (``limit=20``: each leg's best
+``scoring.internal_limit(20)`` candidates) are rebuilt from the saved rows of the whole scope,
+fused with each :class:`pgmem.scoring.Scoring` variant by :func:`pgmem.scoring.fuse` itself, and
+scored as :mod:`benchmarks.retrieval` scores them. Variants are chosen on the ``--fit``
+conversations and reported on the others too (``check``), so that a choice fitted to some
+conversations shows whether it holds on the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import pickle
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.metrics import Scores, mean_scores, score_question
+from benchmarks.signals import Candidate, QuestionSignals, TaskSignals
+from pgmem import scoring
+from pgmem.scoring import Scoring
+
+LIMIT = 20
+THRESHOLD = 0.1
+DEFAULT_FIT = ("conv-26", "conv-30", "conv-41")
+
+
+def legs(q: QuestionSignals, profile: Scoring) -> list[Candidate]:
+    """The candidates an ordinary search would fuse: the union of the three legs."""
+    n = scoring.internal_limit(LIMIT)
+    cands = q.candidates
+    semantic = sorted(cands, key=lambda c: -c.semantic)[:n]
+    keyword = sorted((c for c in cands if c.bm25 is not None), key=lambda c: -(c.bm25 or 0))[:n]
+
+    def entity_rank(c: Candidate) -> float:
+        return max(
+            (s / (1 + scoring.SPREAD_DECAY * (k - 1) ** 2)
+             for s, k in c.entity_hits if s >= profile.entity_min_similarity),
+            default=-1.0,
+        )
+
+    entity = [c for c in sorted(cands, key=lambda c: -entity_rank(c)) if entity_rank(c) >= 0][:n]
+    seen: dict[int, Candidate] = {}
+    for c in (*semantic, *keyword, *entity):
+        seen.setdefault(id(c), c)
+    return list(seen.values())
+
+
+def ranking(q: QuestionSignals, profile: Scoring) -> list[tuple[str, ...]]:
+    """The dialogue ids of the fused top ``LIMIT``."""
+    cands = legs(q, profile)
+    signals = [
+        scoring.Signals(
+            key=i, semantic=c.semantic, keyword_raw=c.bm25,
+            entity_hits=tuple((s, k) for s, k in c.entity_hits
+                              if s >= profile.entity_min_similarity),
+        )
+        for i, c in enumerate(cands)
+    ]
+    fused = scoring.fuse(
+        signals, n_terms=q.n_terms, keyword_active=q.keyword_active,
+        entity_active=q.entity_active, threshold=THRESHOLD, limit=LIMIT, profile=profile,
+        n_docs=q.n_docs,
+    )
+    return [cands[int(str(f.key))].dia_ids for f in fused]
+
+
+def evaluate(questions: Sequence[QuestionSignals], profile: Scoring) -> dict[str, float]:
+    """Mean scores, recall@10 per category, over ``questions``."""
+    return summarize(score_all(questions, profile))
+
+
+def score_all(
+    questions: Sequence[QuestionSignals], profile: Scoring
+) -> list[tuple[QuestionSignals, Scores]]:
+    """Each question with its scores under ``profile``."""
+    return [
+        (q, score_question(ranking(q, profile), q.question.evidence, q.question.n_relevant))
+        for q in questions
+    ]
+
+
+def summarize(results: Sequence[tuple[QuestionSignals, Scores]]) -> dict[str, float]:
+    """Mean scores and recall@10 per category."""
+    out = mean_scores([s for _, s in results]).as_dict()
+    by_category: dict[int, list[float]] = {}
+    for q, s in results:
+        by_category.setdefault(q.question.category, []).append(s.recall_10)
+    for category, values in sorted(by_category.items()):
+        out[f"cat{category}_r10"] = sum(values) / len(values)
+    return out
+
+
+def split(task: TaskSignals, fit: Iterable[str]) -> dict[str, list[QuestionSignals]]:
+    """The task's questions: all, those of the ``fit`` conversations, and the others."""
+    fit = set(fit)
+    return {
+        "all": task.questions,
+        "fit": [q for q in task.questions if q.conversation in fit],
+        "check": [q for q in task.questions if q.conversation not in fit],
+    }
+
+
+VARIANTS: dict[str, Callable[[], list[Scoring]]] = {}
+
+
+def variants(name: str) -> Callable[[Callable[[], list[Scoring]]], Callable[[], list[Scoring]]]:
+    """Register a family of variants under ``name``."""
+    def register(f: Callable[[], list[Scoring]]) -> Callable[[], list[Scoring]]:
+        VARIANTS[name] = f
+        return f
+    return register
+
+
+@variants("base")
+def _base() -> list[Scoring]:
+    return [scoring.SEED, scoring.DEFAULT]
+
+
+@variants("keyword")
+def _keyword() -> list[Scoring]:
+    return [scoring.SEED, *(
+        Scoring(f"log-n {n:g}", keyword="log-n", reference_docs=n)
+        for n in (300, 1000, 3000, 10000)
+    )]
+
+
+@variants("entity")
+def _entity() -> list[Scoring]:
+    base = dataclasses.replace(scoring.DEFAULT, entity_sharpness=0.0)
+    return [
+        dataclasses.replace(base, name=f"floor {floor} sharpness {sharp}",
+                            entity_min_similarity=floor, entity_sharpness=sharp)
+        for floor in (0.5, 0.6, 0.7, 0.8) for sharp in (0.0, 1.0, 2.0)
+    ]
+
+
+def _weight_grid(base: Scoring) -> list[Scoring]:
+    return [
+        dataclasses.replace(base, name=f"{base.name} kw {k} ent {e}", keyword_weight=k,
+                            entity_weight=e)
+        for k, e in itertools.product((0.5, 0.75, 1.0, 1.5, 2.0), (0.25, 0.5, 0.75))
+    ]
+
+
+@variants("weights")
+def _weights() -> list[Scoring]:
+    return _weight_grid(scoring.DEFAULT)
+
+
+@variants("weights-seed")
+def _weights_seed() -> list[Scoring]:
+    return _weight_grid(scoring.SEED)
+
+
+class _Unpickler(pickle.Unpickler):
+    """Finds the classes :mod:`benchmarks.signals` pickled while running as ``__main__``."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "__main__":
+            module = "benchmarks.signals"
+        return super().find_class(module, name)
+
+
+def load(path: Path) -> dict[str, TaskSignals]:
+    """The signals :mod:`benchmarks.signals` saved, by task."""
+    with path.open("rb") as f:
+        data: dict[str, TaskSignals] = _Unpickler(f).load()
+    return data
+
+
+COLUMNS = ("recall_1", "recall_5", "recall_10", "ndcg_10", "cat1_r10", "cat2_r10", "cat3_r10",
+           "cat4_r10")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print, per task and variant, the scores on the fit and check conversations."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fusion")
+    parser.add_argument("signals", type=Path)
+    parser.add_argument("--fit", default=",".join(DEFAULT_FIT),
+                        help="conversations to choose on (default: %(default)s)")
+    parser.add_argument("--variants", default="base", help=", ".join(VARIANTS))
+    args = parser.parse_args(argv)
+    data: dict[str, TaskSignals] = load(args.signals)
+    fit = [c for c in args.fit.split(",") if c]
+    profiles = [p for family in args.variants.split(",") for p in VARIANTS[family]()]
+    for task, signals in data.items():
+        parts = split(signals, fit)
+        print(f"## {task} (fit: {', '.join(fit)}: {len(parts['fit'])} questions; "
+              f"check: {len(parts['check'])})")
+        print("| variant | part | " + " | ".join(COLUMNS) + " |")
+        fit_set = set(fit)
+        for profile in profiles:
+            results = score_all(signals.questions, profile)
+            for part in ("fit", "check", "all"):
+                chosen = [
+                    (q, sc) for q, sc in results
+                    if part == "all" or (q.conversation in fit_set) == (part == "fit")
+                ]
+                values = summarize(chosen)
+                print(f"| {profile.name} | {part} | "
+                      + " | ".join(f"{values.get(c, 0.0):.3f}" for c in COLUMNS) + " |")
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
