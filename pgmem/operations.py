@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from psycopg import sql
 
 from pgmem import scoring, validate
-from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
+from pgmem.embedding import VectorCache, cached_embeddings, checked_embeddings, make_embedder
 from pgmem.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -54,7 +54,6 @@ from pgmem.pipeline import (
     SearchPlan,
     SearchRequest,
     Vectors,
-    add_embedding_inputs,
     add_results,
     batch_entities,
     decode_cursor,
@@ -337,7 +336,8 @@ class Operations:
         self.tenant = tenant
         self.keyword_score = keyword_score
         self.max_text_length = validate.max_text_length(max_text_length)
-        self.embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
+        self.embedder = make_embedder(embedder)
+        self._entity_vectors = VectorCache()
         self.analyzer = nlp if isinstance(nlp, TextAnalyzer) else TextAnalyzer(nlp)
         self.reranker = reranker
         self.store = Store(self.schema)
@@ -580,10 +580,14 @@ class Operations:
         )
 
     def _batch_params(self, items: Sequence[NewMemory], dim: int, dedupe: bool) -> Row:
-        """Lemmatize a batch together and embed it (texts and entity names) in one call."""
+        """Lemmatize a batch together and embed it in one call: the texts, and the entity names
+        not embedded before (a cache keeps the names' vectors)."""
         analyses = self.analyzer.analyze_many([item.text for item in items], batch_size=len(items))
         entities = batch_entities(analyses)
-        vectors = checked_embeddings(self.embedder, add_embedding_inputs(items, entities), dim)
+        vectors = cached_embeddings(
+            self.embedder, [item.text for item in items], entities.surfaces, dim,
+            self._entity_vectors,
+        )
         return insert_params(self.tenant, items, analyses, entities, vectors, dedupe=dedupe)
 
     def _analyze(self, text: str, dim: int) -> tuple[Analysis, Vectors]:
