@@ -33,6 +33,8 @@ python -m benchmarks.latency               # search latency at 10k and 100k memo
 python -m benchmarks.scale                 # SQL time per leg at 10k, 100k and 1M memories
 python -m benchmarks.ingestion             # add / add_many rate and the database's share
 python -m benchmarks.concurrency           # 1, 4 and 16 threads sharing one Memory
+python -m benchmarks.peers                 # pgmem beside Mem0 OSS (pip install 'pgmem[peers]')
+python -m benchmarks.embedders             # the embedder on torch, ONNX Runtime and int8 ONNX
 ```
 
 They need a PostgreSQL server with pgvector where databases may be created (`--dsn`, else
