@@ -230,6 +230,16 @@ class Mem0(Side):
         self.memory.close()
 
 
+def head(conversation: dialogues.Conversation, n: int | None) -> dialogues.Conversation:
+    """The first ``n`` memories of ``conversation`` and the questions they fully answer."""
+    if n is None:
+        return conversation
+    memories = conversation.memories[:n]
+    ids = {dia_id for m in memories for dia_id in m.dia_ids}
+    questions = tuple(q for q in conversation.questions if q.evidence <= ids)
+    return dialogues.Conversation(conversation.id, memories, questions)
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 
@@ -378,6 +388,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.set_defaults(torch_threads=0)
     parser.add_argument("--conversations", type=int, metavar="N",
                         help="only the first N conversations")
+    parser.add_argument("--memories", type=int, metavar="N",
+                        help="only the first N turns of each conversation, and the questions "
+                        "whose evidence is all among them")
     parser.add_argument("--one-by-one", type=int, default=500, metavar="N",
                         help="memories added one call each (default: %(default)s)")
     parser.add_argument("--round-trip-calls", type=int, default=20, metavar="N",
