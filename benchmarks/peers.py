@@ -409,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     corpus.limit_torch_threads(args.torch_threads)
     dsn = server_dsn(args.dsn)
     raw = dialogues.load_conversations(args.data)[: args.conversations]
-    conversations = dialogues.task_conversations(raw, "turns")
+    conversations = [head(c, args.memories) for c in dialogues.task_conversations(raw, "turns")]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     embedders = {f"pgmem-{b}" if len(backends) > 1 else "pgmem": pgmem.embedding.make_embedder(b)
                  for b in backends}
