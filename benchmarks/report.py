@@ -21,7 +21,7 @@ import psycopg
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
-SECTIONS = ("intro", "environment", "latency", "scale", "ingestion", "concurrency")
+SECTIONS = ("intro", "environment", "peers", "latency", "scale", "ingestion", "concurrency", "onnx")
 INTRO = """# Benchmarks
 
 Performance of pgmem on one machine. Each part is one command that prints its tables and
@@ -33,6 +33,8 @@ python -m benchmarks.latency               # search latency at 10k and 100k memo
 python -m benchmarks.scale                 # SQL time per leg at 10k, 100k and 1M memories
 python -m benchmarks.ingestion             # add / add_many rate and the database's share
 python -m benchmarks.concurrency           # 1, 4 and 16 threads sharing one Memory
+python -m benchmarks.peers                 # pgmem beside Mem0 OSS (pip install 'pgmem[peers]')
+python -m benchmarks.embedders             # the embedder on torch, ONNX Runtime and int8 ONNX
 ```
 
 They need a PostgreSQL server with pgvector where databases may be created (`--dsn`, else

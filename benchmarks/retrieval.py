@@ -3,6 +3,7 @@
     python -m benchmarks.retrieval [--task turns|observations|both] [--configs hybrid,semantic]
                                    [--conversations N] [--fit conv-26,...] [--data PATH]
                                    [--dsn DSN] [--json PATH] [--keep] [--torch-threads N]
+                                   [--embedder torch|onnx|onnx-int8]
 
 The run creates a database ``pgmem_bench_<pid>`` on the server given by ``--dsn`` (else
 ``PGMEM_BENCH_DSN``, else ``PGMEM_TEST_DSN``), loads each task once into its own pgmem schema
@@ -385,6 +386,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N",
                         help="torch's intra-op threads (default: %(default)s; 0 leaves torch's "
                         "default, which is much slower on a busy machine)")
+    parser.add_argument("--embedder", choices=pgmem.embedding.BACKENDS, default="torch",
+                        help="the embedder's backend (default: %(default)s)")
     return parser.parse_args(argv)
 
 
@@ -410,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = dialogues.load_conversations(args.data)[: args.conversations]
     dsn = server_dsn(args.dsn)
     corpus.limit_torch_threads(args.torch_threads)
-    embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
+    embedder, analyzer = pgmem.embedding.make_embedder(args.embedder), pgmem.TextAnalyzer()
     model_seconds = warm_up(embedder, analyzer)
     results = []
     with scratch_database(dsn, f"pgmem_bench_{os.getpid()}", keep=args.keep) as bench_dsn:

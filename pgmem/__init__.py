@@ -1,7 +1,7 @@
 """pgmem: memory and hybrid retrieval for AI agents, inside the PostgreSQL you already run."""
 
 from pgmem.aio import AsyncMemory
-from pgmem.embedding import Embedder, SentenceTransformerEmbedder
+from pgmem.embedding import Embedder, OnnxEmbedder, SentenceTransformerEmbedder
 from pgmem.errors import (
     ConfigurationError,
     ConnectionLostError,
@@ -54,6 +54,7 @@ __all__ = [
     "MemoryRecord",
     "ModelMismatchError",
     "NotFoundError",
+    "OnnxEmbedder",
     "Page",
     "PgmemError",
     "PgvectorError",

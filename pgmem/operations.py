@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from psycopg import sql
 
 from pgmem import scoring, validate
-from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
+from pgmem.embedding import VectorCache, cached_embeddings, checked_embeddings, make_embedder
 from pgmem.embedding_space import (
     RECHECK_SECONDS,
     EmbeddingSpace,
@@ -66,7 +66,6 @@ from pgmem.pipeline import (
     SearchPlan,
     SearchRequest,
     Vectors,
-    add_embedding_inputs,
     add_results,
     batch_entities,
     decode_cursor,
@@ -416,7 +415,8 @@ class Operations:
         self.tenant = tenant
         self.keyword_score = keyword_score
         self.max_text_length = validate.max_text_length(max_text_length)
-        self.embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
+        self.embedder = make_embedder(embedder)
+        self._entity_vectors = VectorCache()
         self.languages = Languages(ts_config, nlp)
         # The analyzer of the Memory's configuration; English's where PostgreSQL makes that
         # configuration's lexemes.
@@ -689,16 +689,21 @@ class Operations:
     def _batch_params(
         self, items: Sequence[NewMemory], dim: int, dedupe: bool, text_search: TextSearch
     ) -> Row:
-        """Lemmatize a batch together and embed it (texts and entity names) in one call."""
-        analyses = text_search.analyze_many([item.text for item in items])
-        entities = batch_entities(analyses)
-        vectors = checked_embeddings(self.embedder, add_embedding_inputs(items, entities), dim)
+        """Lemmatize a batch together and embed it in one call: the texts (but for items that
+        bring their embedding), and the entity names not embedded before (a cache keeps the
+        names' vectors)."""
         for item in items:
             if item.embedding is not None and item.embedding.shape[0] != dim:
                 raise DimensionMismatchError(
                     f"an item brings a {item.embedding.shape[0]}-dimensional embedding but the "
                     f"schema stores {dim}-dimensional ones"
                 )
+        analyses = text_search.analyze_many([item.text for item in items])
+        entities = batch_entities(analyses)
+        vectors = cached_embeddings(
+            self.embedder, [item.text for item in items if item.embedding is None],
+            entities.surfaces, dim, self._entity_vectors,
+        )
         return insert_params(
             self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
             text_search=text_search,

@@ -1,0 +1,84 @@
+"""The ONNX Runtime backend of the embedder against the torch one, on the real MiniLM weights.
+
+Skipped without onnxruntime (the ``onnx`` extra). The export goes to a temporary cache folder.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pgmem
+from pgmem.embedding import OnnxEmbedder
+
+pytest.importorskip("onnxruntime")
+
+TEXTS = [
+    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: Wow, that's great!",
+    "Paris",
+    "When did Caroline go to the support group?",
+    "word " * 400,  # longer than the model's 256 tokens: truncated alike
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("pgmem-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PGMEM_CACHE_DIR", str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def onnx(cache: Path) -> OnnxEmbedder:
+    return OnnxEmbedder()
+
+
+def test_threads_racing_the_first_use_export_once_into_the_cache(
+    cache: Path, onnx: OnnxEmbedder
+) -> None:
+    results: list[np.ndarray] = []
+    threads = [threading.Thread(target=lambda: results.append(onnx.embed(TEXTS[:2])))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and all(np.array_equal(r, results[0]) for r in results)
+    assert onnx.path.is_relative_to(cache) and onnx.path.exists()
+    files = sorted(p.name for p in onnx.directory.iterdir())
+    assert files == ["model.onnx", "settings.json", "tokenizer.json"]  # no temporary left
+
+
+def test_onnx_vectors_are_torchs(onnx: OnnxEmbedder, embedder: pgmem.SentenceTransformerEmbedder) -> None:
+    expected = embedder.embed(TEXTS)
+    got = onnx.embed(TEXTS)
+    assert got.shape == expected.shape == (len(TEXTS), 384)
+    assert float((got * expected).sum(axis=1).min()) > 0.99999
+    # Each text alone as in a batch: the padding of the others changes nothing.
+    alone = np.vstack([onnx.embed([t]) for t in TEXTS])
+    assert np.abs(alone - got).max() < 1e-5
+
+
+def test_int8_vectors_are_close_to_torchs(
+    cache: Path, onnx: OnnxEmbedder, embedder: pgmem.SentenceTransformerEmbedder
+) -> None:
+    int8 = OnnxEmbedder(quantized=True)
+    got, expected = int8.embed(TEXTS), embedder.embed(TEXTS)
+    assert int8.path.name == "model-int8.onnx" and int8.path.exists()
+    assert float((got * expected).sum(axis=1).min()) > 0.97
+
+
+def test_memory_takes_the_backend_by_name(
+    cache: Path, onnx: OnnxEmbedder, db_dsn: str, analyzer: pgmem.TextAnalyzer
+) -> None:
+    with pgmem.Memory(db_dsn, embedder="onnx", nlp=analyzer) as memory:
+        assert isinstance(memory.embedder, OnnxEmbedder)
+        memory.add_many(TEXTS[:2] + ["Melanie paints sunsets by the lake."], user_id="u")
+        hits = memory.search("Who went to a support group?", user_id="u", limit=3)
+    assert hits[0].text == TEXTS[0]
