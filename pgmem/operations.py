@@ -100,7 +100,18 @@ class Transaction(Generic[T]):
     pipeline: bool = False
 
 
-Effect = Compute[Any] | Transaction[Any]
+@dataclass(frozen=True)
+class Batch(Generic[T]):
+    """Read-only statements that do not need each other's results, sent together in one round
+    trip (see :meth:`pgmem.connection.Connector.batch`): ``statements`` gets what the server can
+    do and returns the statements, and how their results (in order) make the batch's."""
+
+    statements: Callable[
+        [ServerCapabilities], tuple[Sequence[Statement[Any]], Callable[[list[Any]], T]]
+    ]
+
+
+Effect = Compute[Any] | Transaction[Any] | Batch[Any]
 #: A call: yields effects, receives their results, and returns the call's result.
 Operation = Generator[Effect, Any, T]
 
@@ -116,6 +127,16 @@ def transaction(
 ) -> Operation[T]:
     """Yield a :class:`Transaction`; its result."""
     result: T = yield Transaction(steps, pipeline)
+    return result
+
+
+def batch(
+    statements: Callable[
+        [ServerCapabilities], tuple[Sequence[Statement[Any]], Callable[[list[Any]], T]]
+    ],
+) -> Operation[T]:
+    """Yield a :class:`Batch`; its result."""
+    result: T = yield Batch(statements)
     return result
 
 
@@ -215,7 +236,7 @@ def history_steps(store: Store, tenant: str, memory_id: uuid.UUID) -> Steps[list
     return history_events(rows)
 
 
-def search_steps(
+def search_batch(
     store: Store,
     request: SearchRequest,
     analysis: Analysis,
@@ -224,14 +245,34 @@ def search_steps(
     *,
     keyword_score: str,
     entities_available: bool,
-) -> Steps[tuple[SearchPlan, list[Row]]]:
-    """The search statement's plan and rows (steps 2-7), after the settings it runs with."""
-    plan = yield from _search_setup(
-        store, request, analysis, vectors, capabilities,
-        keyword_score=keyword_score, entities_available=entities_available,
+) -> tuple[list[Statement[Any]], Callable[[list[Any]], tuple[SearchPlan, list[Row]]]]:
+    """The search's settings and statement (steps 2-7), sent in one round trip; the plan and
+    the statement's rows from their results."""
+    plan = search_plan(
+        request, analysis, vectors,
+        keyword_score=keyword_score,
+        exact_scan=not capabilities.iterative_scan,
+        entities_available=entities_available,
     )
-    rows = yield from result_of(store.search(plan.params, request.condition))
-    return plan, rows
+    statements: list[Statement[Any]] = [
+        search_settings(store, request, capabilities),
+        store.search(plan.params, request.condition),
+    ]
+
+    def read(results: list[Any]) -> tuple[SearchPlan, list[Row]]:
+        return plan, results[1]
+
+    return statements, read
+
+
+def search_settings(
+    store: Store, request: SearchRequest, capabilities: ServerCapabilities
+) -> Statement[None]:
+    """The statement setting what the search statement runs with."""
+    # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to pgvector's
+    # maximum, beyond which the iterative scan goes on fetching.
+    ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
+    return store.search_settings(ef_search if capabilities.iterative_scan else None)
 
 
 def explain_search_steps(
@@ -275,10 +316,7 @@ def _search_setup(
         entities_available=entities_available,
     )
     if settings:
-        # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to
-        # pgvector's maximum, beyond which the iterative scan goes on fetching.
-        ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
-        yield store.set_search_options(ef_search if capabilities.iterative_scan else None)
+        yield search_settings(store, request, capabilities)
     return plan
 
 
@@ -484,9 +522,9 @@ class Operations:
         if rerank and reranker is None:
             raise ConfigurationError("rerank=True needs a reranker: Memory(..., reranker=...)")
         analysis, vectors = yield from self._analyze_query(request.query)
-        plan, rows = yield from transaction(
+        plan, rows = yield from batch(
             functools.partial(
-                search_steps, self.store, request, analysis, vectors,
+                search_batch, self.store, request, analysis, vectors,
                 keyword_score=self.keyword_score,
                 entities_available=self.analyzer.entities_available,
             )
