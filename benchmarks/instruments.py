@@ -76,7 +76,7 @@ class TimedEmbedder:
 
 
 class TimedAnalyzer(pgmem.TextAnalyzer):
-    """A :class:`~pgmem.TextAnalyzer` whose ``analyze_many`` (``analyze`` calls it) is timed as
+    """A :class:`~pgmem.TextAnalyzer` whose ``analyze`` and ``analyze_many`` are timed as
     "nlp"; it shares the inner analyzer's spaCy pipeline."""
 
     def __init__(self, inner: pgmem.TextAnalyzer) -> None:
@@ -86,6 +86,10 @@ class TimedAnalyzer(pgmem.TextAnalyzer):
     @property
     def nlp(self) -> Any:
         return self._inner.nlp
+
+    def analyze(self, text: str) -> Analysis:
+        with CLOCK.timing("nlp"):
+            return self._inner.analyze(text)
 
     def analyze_many(self, texts: Any, batch_size: int = 64) -> list[Analysis]:
         with CLOCK.timing("nlp"):
