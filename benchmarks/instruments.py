@@ -32,7 +32,9 @@ class Sent:
 
     @property
     def is_set(self) -> bool:
-        return self.text.lstrip().upper().startswith("SET ")
+        """A statement of settings (``SET ...`` or ``SELECT set_config(...)``)."""
+        text = self.text.lstrip()
+        return text.upper().startswith("SET ") or text.startswith("SELECT set_config(")
 
 
 class Clock:
@@ -113,7 +115,14 @@ class TimingCursor(psycopg.Cursor):  # type: ignore[type-arg]
 
 class TimedConnection(psycopg.Connection):  # type: ignore[type-arg]
     """A connection whose transaction blocks are timed: "transaction" from BEGIN to COMMIT,
-    and "begin" and "commit" for entering and leaving the block."""
+    and "begin" and "commit" for entering and leaving the block; and whose pipeline blocks are
+    timed as "pipeline" (a search's round trip: its statements queued, sent, their results
+    in)."""
+
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[Any]:  # type: ignore[override]
+        with CLOCK.timing("pipeline"), super().pipeline() as p:
+            yield p
 
     @contextlib.contextmanager
     def transaction(self, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]

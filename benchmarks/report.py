@@ -21,7 +21,8 @@ import psycopg
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
-SECTIONS = ("intro", "environment", "latency", "scale", "ingestion", "concurrency")
+SECTIONS = ("intro", "environment", "latency", "latency-default-threads", "scale", "ingestion",
+            "concurrency")
 INTRO = """# Benchmarks
 
 Performance of pgmem on one machine. Each part is one command that prints its tables and

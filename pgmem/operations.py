@@ -11,10 +11,13 @@ in :mod:`pgmem.pipeline`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import os
+import threading
 import uuid
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -74,6 +77,37 @@ from pgmem.pipeline import (
 )
 
 T = TypeVar("T")
+
+#: How many calls of one ``Memory`` may run model work (NLP, embedding, reranking) at once;
+#: the others wait their turn. See :func:`model_concurrency`.
+MODEL_CONCURRENCY_ENV = "PGMEM_MODEL_CONCURRENCY"
+
+
+def model_concurrency() -> int:
+    """How many calls may run model work at once: ``PGMEM_MODEL_CONCURRENCY``, default 1.
+
+    Model work is CPU-bound. One call's embedding already uses every core (torch's intra-op
+    threads), and spaCy holds the GIL; calls computing side by side only contend: with 16
+    threads each running torch, torch's per-thread OpenMP teams and the GIL hand-offs between
+    its operators made 16 threads slower than 4 (the concurrency benchmark). Taking turns,
+    the database work of the other calls still overlaps. Raise it for an embedder that waits
+    on something else (a remote API).
+
+    Raises:
+        ConfigurationError: the variable is not a positive integer.
+    """
+    raw = os.environ.get(MODEL_CONCURRENCY_ENV, "").strip()
+    if not raw:
+        return 1
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigurationError(
+            f"{MODEL_CONCURRENCY_ENV} must be a positive integer, got {raw!r}"
+        )
+    return value
 
 
 
@@ -380,6 +414,13 @@ class Operations:
         self.reranker = reranker
         self.store = Store(self.schema)
         self._dim: int | None = None
+        self._model_turns = threading.BoundedSemaphore(model_concurrency())
+
+    @contextlib.contextmanager
+    def _model_turn(self) -> Iterator[None]:
+        """Wait for a turn to run model work (see :func:`model_concurrency`)."""
+        with self._model_turns:
+            yield
 
     # -- writes
 
@@ -533,7 +574,7 @@ class Operations:
         hits = fuse_rows(plan, rows, threshold=request.threshold, limit=fetch)
         if reranker is not None and rerank:
             hits = yield from compute(
-                functools.partial(rerank_hits, reranker, request.query, hits, request.limit)
+                functools.partial(self._rerank, reranker, request.query, hits, request.limit)
             )
         return hits
 
@@ -619,18 +660,30 @@ class Operations:
 
     def _batch_params(self, items: Sequence[NewMemory], dim: int, dedupe: bool) -> Row:
         """Lemmatize a batch together and embed it (texts and entity names) in one call."""
-        analyses = self.analyzer.analyze_many([item.text for item in items], batch_size=len(items))
-        entities = batch_entities(analyses)
-        vectors = checked_embeddings(self.embedder, add_embedding_inputs(items, entities), dim)
+        with self._model_turn():
+            analyses = self.analyzer.analyze_many(
+                [item.text for item in items], batch_size=len(items)
+            )
+            entities = batch_entities(analyses)
+            vectors = checked_embeddings(
+                self.embedder, add_embedding_inputs(items, entities), dim
+            )
         return insert_params(self.tenant, items, analyses, entities, vectors, dedupe=dedupe)
 
     def _analyze(self, text: str, dim: int) -> tuple[Analysis, Vectors]:
         """A text's analysis, and the vectors of the text and its entities."""
-        analysis = self.analyzer.analyze(text)
-        vectors = checked_embeddings(
-            self.embedder, embedding_inputs(text, query_entities(analysis)), dim
-        )
+        with self._model_turn():
+            analysis = self.analyzer.analyze(text)
+            vectors = checked_embeddings(
+                self.embedder, embedding_inputs(text, query_entities(analysis)), dim
+            )
         return analysis, vectors
+
+    def _rerank(
+        self, reranker: Reranker, query: str, hits: list[SearchHit], limit: int
+    ) -> list[SearchHit]:
+        with self._model_turn():
+            return rerank_hits(reranker, query, hits, limit)
 
     def _analyze_query(self, query: str) -> Operation[tuple[Analysis, Vectors]]:
         dim = yield from self._dimension()
