@@ -352,9 +352,9 @@ class Memory(operations.Configured):
     ) -> str:
         """The statement :meth:`search` would send, with its parameters inlined: to read, or
         to run by hand. Search runs it as a prepared statement with a generic plan, after
-        ``SET LOCAL plan_cache_mode = force_generic_plan`` (and, on pgvector >= 0.8,
-        ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search = <the over-fetch>``);
-        EXPLAIN of this text shows a plan made for these values. :meth:`explain_search` shows
+        ``plan_cache_mode = force_generic_plan`` and ``jit = off`` (and, on pgvector >= 0.8,
+        ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search = <the over-fetch>``), set
+        locally in the same round trip; EXPLAIN of this text shows a plan made for these values. :meth:`explain_search` shows
         the plan search runs with.
         """
         return run(self._connector, self._ops.search_sql(
