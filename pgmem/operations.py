@@ -83,22 +83,24 @@ T = TypeVar("T")
 MODEL_CONCURRENCY_ENV = "PGMEM_MODEL_CONCURRENCY"
 
 
-def model_concurrency() -> int:
-    """How many calls may run model work at once: ``PGMEM_MODEL_CONCURRENCY``, default 1.
+def model_concurrency() -> int | None:
+    """How many calls may run model work at once: ``PGMEM_MODEL_CONCURRENCY``; None (unset):
+    no limit.
 
-    Model work is CPU-bound. One call's embedding already uses every core (torch's intra-op
-    threads), and spaCy holds the GIL; calls computing side by side only contend: with 16
-    threads each running torch, torch's per-thread OpenMP teams and the GIL hand-offs between
-    its operators made 16 threads slower than 4 (the concurrency benchmark). Taking turns,
-    the database work of the other calls still overlaps. Raise it for an embedder that waits
-    on something else (a remote API).
+    Model work is CPU-bound: one call's embedding already uses every core (torch's intra-op
+    threads) and spaCy holds the GIL, so on a machine of its own, calls computing side by side
+    only contend (torch starts an OpenMP team per calling thread, and its operators hand the
+    GIL back and forth); a limit of 1 or the number of cores makes them take turns while the
+    database work of the others still overlaps. On a machine shared with other busy processes
+    a limit can cost throughput instead (more runnable threads get more of the cores), which
+    is why there is none by default: measure (``python -m benchmarks.concurrency``).
 
     Raises:
         ConfigurationError: the variable is not a positive integer.
     """
     raw = os.environ.get(MODEL_CONCURRENCY_ENV, "").strip()
     if not raw:
-        return 1
+        return None
     try:
         value = int(raw)
     except ValueError:
@@ -108,7 +110,6 @@ def model_concurrency() -> int:
             f"{MODEL_CONCURRENCY_ENV} must be a positive integer, got {raw!r}"
         )
     return value
-
 
 
 #: The statements of one transaction: yields each :class:`~pgmem.store.Statement`, receives its
@@ -414,11 +415,15 @@ class Operations:
         self.reranker = reranker
         self.store = Store(self.schema)
         self._dim: int | None = None
-        self._model_turns = threading.BoundedSemaphore(model_concurrency())
+        turns = model_concurrency()
+        self._model_turns = None if turns is None else threading.BoundedSemaphore(turns)
 
     @contextlib.contextmanager
     def _model_turn(self) -> Iterator[None]:
         """Wait for a turn to run model work (see :func:`model_concurrency`)."""
+        if self._model_turns is None:
+            yield
+            return
         with self._model_turns:
             yield
 
