@@ -28,7 +28,11 @@ class Sent:
     text: str
     params: Any
     seconds: float
-    rowcount: int
+    cursor: Any  # read after the statement's results are in (in pipeline mode, after the sync)
+
+    @property
+    def rowcount(self) -> int:
+        return int(self.cursor.rowcount)
 
     @property
     def is_set(self) -> bool:
@@ -110,7 +114,7 @@ class TimingCursor(psycopg.Cursor):  # type: ignore[type-arg]
         finally:
             seconds = time.perf_counter() - began
             CLOCK.add("statements", seconds)
-            CLOCK.sent.append(Sent(text, params, seconds, self.rowcount))
+            CLOCK.sent.append(Sent(text, params, seconds, self))
 
 
 class TimedConnection(psycopg.Connection):  # type: ignore[type-arg]

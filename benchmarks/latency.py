@@ -21,8 +21,9 @@ rotating order:
 - **bare embedding**: the same embedder's ``embed`` of the query text alone (after the query's
   NLP, untimed, as in a search).
 - **bare pgvector**: on another connection, after the query's NLP and embedding (untimed, so
-  that it meets the CPU caches as the search's statement does), in a transaction after the
-  same settings the search sent (``plan_cache_mode = force_generic_plan``, ``jit = off``,
+  that it meets the CPU caches as the search's statement does), sent and timed as the search's
+  round trip is: in one round trip with the same settings the search sent
+  (``plan_cache_mode = force_generic_plan``, ``jit = off``,
   ``hnsw.iterative_scan = relaxed_order``, ``hnsw.ef_search`` = 40),
   ``SELECT id FROM pgmem.memories WHERE tenant = ... AND user_id = ... ORDER BY embedding <=> q
   LIMIT k`` with the query's vector, for k = 20 (the caller's limit) and k = 40 (what pgmem's
@@ -153,11 +154,25 @@ class Searcher:
             rows = cur.execute(statement, params, prepare=prepare).fetchall()
             return time.perf_counter() - began, rows
 
+    def pipelined(self, settings: Sequence[str], statement: str, params: Any, *,
+                  prepare: bool = False) -> tuple[float, list[dict[str, Any]]]:
+        """Send ``settings`` and ``statement`` in one round trip, as a search sends its own
+        (pipeline mode, the implicit transaction of the round trip); seconds from queueing
+        them until the rows are in, rows."""
+        began = time.perf_counter()
+        with self.conn.pipeline():
+            for setting in settings:
+                self.conn.execute(setting)
+            cur = self.conn.cursor(row_factory=dict_row)
+            cur.execute(statement, params, prepare=prepare)
+        rows = cur.fetchall()
+        return time.perf_counter() - began, rows
+
     def bare(self, query: corpus.Query, searched: Searched, k: int) -> tuple[float, int]:
         """The bare pgvector top-k in the query's scope: seconds and rows returned."""
         params = {"tenant": corpus.TENANT, "user_id": query.user_id,
                   "embedding": searched.statement.params["embedding"], "k": k}
-        seconds, rows = self.timed(searched.settings, BARE, params, prepare=True)
+        seconds, rows = self.pipelined(searched.settings, BARE, params, prepare=True)
         return seconds, len(rows)
 
     def explain(self, query: corpus.Query) -> str:
