@@ -28,11 +28,17 @@ class Sent:
     text: str
     params: Any
     seconds: float
-    rowcount: int
+    cursor: Any  # read after the statement's results are in (in pipeline mode, after the sync)
+
+    @property
+    def rowcount(self) -> int:
+        return int(self.cursor.rowcount)
 
     @property
     def is_set(self) -> bool:
-        return self.text.lstrip().upper().startswith("SET ")
+        """A statement of settings (``SET ...`` or ``SELECT set_config(...)``)."""
+        text = self.text.lstrip()
+        return text.upper().startswith("SET ") or text.startswith("SELECT set_config(")
 
 
 class Clock:
@@ -76,7 +82,7 @@ class TimedEmbedder:
 
 
 class TimedAnalyzer(pgmem.TextAnalyzer):
-    """A :class:`~pgmem.TextAnalyzer` whose ``analyze_many`` (``analyze`` calls it) is timed as
+    """A :class:`~pgmem.TextAnalyzer` whose ``analyze`` and ``analyze_many`` are timed as
     "nlp"; it shares the inner analyzer's spaCy pipeline."""
 
     def __init__(self, inner: pgmem.TextAnalyzer) -> None:
@@ -86,6 +92,10 @@ class TimedAnalyzer(pgmem.TextAnalyzer):
     @property
     def nlp(self) -> Any:
         return self._inner.nlp
+
+    def analyze(self, text: str) -> Analysis:
+        with CLOCK.timing("nlp"):
+            return self._inner.analyze(text)
 
     def analyze_many(self, texts: Any, batch_size: int = 64) -> list[Analysis]:
         with CLOCK.timing("nlp"):
@@ -104,12 +114,19 @@ class TimingCursor(psycopg.Cursor):  # type: ignore[type-arg]
         finally:
             seconds = time.perf_counter() - began
             CLOCK.add("statements", seconds)
-            CLOCK.sent.append(Sent(text, params, seconds, self.rowcount))
+            CLOCK.sent.append(Sent(text, params, seconds, self))
 
 
 class TimedConnection(psycopg.Connection):  # type: ignore[type-arg]
     """A connection whose transaction blocks are timed: "transaction" from BEGIN to COMMIT,
-    and "begin" and "commit" for entering and leaving the block."""
+    and "begin" and "commit" for entering and leaving the block; and whose pipeline blocks are
+    timed as "pipeline" (a search's round trip: its statements queued, sent, their results
+    in)."""
+
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[Any]:  # type: ignore[override]
+        with CLOCK.timing("pipeline"), super().pipeline() as p:
+            yield p
 
     @contextlib.contextmanager
     def transaction(self, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]

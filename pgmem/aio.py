@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pgmem import operations, validate
-from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, AsyncConnector, AsyncSource
+from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, AsyncConnector, AsyncSource, retryable
+from pgmem.errors import ConnectionLostError, wrap_db_errors
 from pgmem.languages import Analyzers
 from pgmem.migrate import DEFAULT_SCHEMA
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
-from pgmem.store import execute_async
+from pgmem.store import execute_async, send_async
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -30,7 +32,7 @@ T = TypeVar("T")
 
 async def run_async(connector: AsyncConnector, operation: operations.Operation[T]) -> T:
     """The twin of :func:`pgmem.memory.run`: model work in a worker thread, each transaction's
-    statements awaited on a connection of ``connector``; the call's result."""
+    or batch's statements awaited on a connection of ``connector``; the call's result."""
     result: Any = None
     with contextlib.closing(operation):
         while True:
@@ -42,17 +44,35 @@ async def run_async(connector: AsyncConnector, operation: operations.Operation[T
             if isinstance(effect, operations.Compute):
                 result = await asyncio.to_thread(effect.run)
                 continue
-            async with connector.transaction(pipeline=effect.pipeline) as (conn, capabilities):
-                steps = effect.steps(capabilities)
-                with contextlib.closing(steps):
-                    result = None
-                    while True:
-                        try:
-                            statement = steps.send(result)
-                        except StopIteration as done:
-                            result = done.value
-                            break
-                        result = await execute_async(conn, statement)
+            for attempt in itertools.count():
+                try:
+                    result = await _run_statements(connector, effect)
+                    break
+                except ConnectionLostError as exc:
+                    if attempt >= connector.retries or not retryable(exc):
+                        raise
+
+
+async def _run_statements(
+    connector: AsyncConnector, effect: operations.Transaction[T] | operations.Batch[T]
+) -> T:
+    if isinstance(effect, operations.Batch):
+        async with connector.batch() as (conn, capabilities):
+            statements, read = effect.statements(capabilities)
+            pending = [await send_async(conn, statement) for statement in statements]
+        with wrap_db_errors():
+            return read([await p.result_async() for p in pending])
+    async with connector.transaction(pipeline=effect.pipeline) as (conn, capabilities):
+        steps = effect.steps(capabilities)
+        with contextlib.closing(steps):
+            result: Any = None
+            while True:
+                try:
+                    statement = steps.send(result)
+                except StopIteration as done:
+                    value: T = done.value
+                    return value
+                result = await execute_async(conn, statement)
 
 
 class AsyncMemory(operations.Configured):

@@ -62,6 +62,14 @@ CAPABILITIES_QUERY = "SELECT extversion FROM pg_extension WHERE extname = 'vecto
 # Any statement makes psycopg begin the caller's transaction the way it begins it for their own
 # statements (with the connection's isolation level and read-only settings).
 BEGIN_HOST_TRANSACTION = "SELECT"
+# A batch in the caller's transaction runs in a savepoint, released afterwards (rolled back,
+# then released, after a failure, so that the caller's transaction goes on). Not rolled back on
+# success: psycopg forgets its prepared statements after any ROLLBACK, and the search statement
+# would then be parsed and planned again on every call.
+BATCH_SAVEPOINT = "SAVEPOINT pgmem_batch"
+BATCH_RELEASE = "RELEASE SAVEPOINT pgmem_batch"
+BATCH_ROLLBACK = ("ROLLBACK TO SAVEPOINT pgmem_batch", BATCH_RELEASE)
+_RETRYABLE = "pgmem_retryable"
 DEFAULT_CONNECT_TIMEOUT = 10.0  # seconds to connect and fill the pool's minimum
 
 
@@ -150,6 +158,50 @@ def transaction_mode(status: TransactionStatus, *, autocommit: bool, host: bool)
     if status == TransactionStatus.ACTIVE:
         raise DatabaseError("the connection given to pgmem is busy with another statement")
     raise ConnectionLostError("the connection given to pgmem is closed or broken")
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether ``exc`` is a :class:`~pgmem.errors.ConnectionLostError` of a connection lent by
+    a pool that was lost before the call's work could have been committed (before COMMIT was
+    sent, or in a batch, which only reads): the call may run again on another connection. The
+    pools check no connection when they lend it (that would cost a round trip per call), so a
+    connection the server closed while it was idle fails this way on its first statement."""
+    return isinstance(exc, ConnectionLostError) and getattr(exc, _RETRYABLE, False)
+
+
+class _Attempt:
+    """Where a call's work on a connection stands, for :func:`_marking_retryable`."""
+
+    def __init__(self) -> None:
+        self.lent = False  # a pool lent the connection (set once it has)
+        self.committing = False  # the work may have been committed (set before COMMIT is sent)
+
+
+@contextlib.contextmanager
+def _marking_retryable() -> Iterator[_Attempt]:
+    """Mark a ConnectionLostError leaving the block as :func:`retryable` when a pool had lent
+    the connection and the work could not have been committed yet. (Not when no connection
+    was lent: the server is unreachable, and trying again would only wait again.)"""
+    attempt = _Attempt()
+    try:
+        yield attempt
+    except ConnectionLostError as exc:
+        if attempt.lent and not attempt.committing:
+            setattr(exc, _RETRYABLE, True)
+        raise
+
+
+def _end_batch_savepoint(conn: psycopg.Connection) -> None:
+    """Roll back and release the batch's savepoint after a failure (when it is open)."""
+    if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        for command in BATCH_ROLLBACK:
+            conn.execute(command)
+
+
+async def _end_batch_savepoint_async(conn: psycopg.AsyncConnection) -> None:
+    if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        for command in BATCH_ROLLBACK:
+            await conn.execute(command)
 
 
 def default_source(source: Any) -> Any:
@@ -274,7 +326,6 @@ class Connector:
             open=False,
             kwargs=self._connect_kwargs,
             configure=self._configure,
-            check=ConnectionPool.check_connection,
             name="pgmem",
         )
 
@@ -301,29 +352,78 @@ class Connector:
             self._owned_pool = self._pool = self._new_pool()
             raise
 
+    @property
+    def retries(self) -> int:
+        """How many times a call may run again after a :func:`retryable` failure: each lost
+        connection leaves the pool, so after as many as the pool holds a new one is made."""
+        return 0 if self._pool is None else self._pool.max_size
+
     @contextlib.contextmanager
     def transaction(
         self, *, pipeline: bool = False
     ) -> Iterator[tuple[psycopg.Connection, ServerCapabilities]]:
         """A connection inside a transaction -- pgmem's own, or a savepoint in the caller's (see
         :func:`transaction_mode`) -- and what its server can do; in psycopg's pipeline mode
-        with ``pipeline``. Errors leave as :class:`~pgmem.errors.PgmemError` subclasses."""
-        with self._checkout() as (conn, host):
+        with ``pipeline`` (BEGIN travels with the first statements, COMMIT with the sync).
+        Errors leave as :class:`~pgmem.errors.PgmemError` subclasses (see :func:`retryable`)."""
+        with _marking_retryable() as attempt, self._checkout() as (conn, host):
+            attempt.lent = self._pool is not None
             with wrap_db_errors():
                 mode = transaction_mode(
                     conn.info.transaction_status, autocommit=conn.autocommit, host=host
                 )
                 if mode is Mode.JOIN:
                     conn.execute(BEGIN_HOST_TRANSACTION)
-            capabilities = self._capabilities.get(conn)
-            if capabilities is None:
-                capabilities = self._capabilities[conn] = prepare_connection(conn)
+            capabilities = self._capabilities_of(conn)
             with wrap_db_errors(), conn.transaction():
                 if pipeline:
                     with conn.pipeline():
                         yield conn, capabilities
                 else:
                     yield conn, capabilities
+                attempt.committing = True
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[tuple[psycopg.Connection, ServerCapabilities]]:
+        """A connection in pipeline mode, for read-only statements that do not need each
+        other's results: what the block queues (:func:`pgmem.store.send`) travels in one round
+        trip when the block ends; read the results after it. On a connection of pgmem's own in
+        autocommit, with no transaction block (the statements share the implicit transaction of
+        the round trip); in the caller's transaction, in a savepoint (what the statements set
+        locally lasts until that transaction ends); on a borrowed connection outside
+        autocommit (an Engine's), in a transaction of its own (three round trips)."""
+        with _marking_retryable() as attempt, self._checkout() as (conn, host):
+            attempt.lent = self._pool is not None
+            with wrap_db_errors():
+                mode = transaction_mode(
+                    conn.info.transaction_status, autocommit=conn.autocommit, host=host
+                )
+                if mode is Mode.JOIN:
+                    conn.execute(BEGIN_HOST_TRANSACTION)
+            capabilities = self._capabilities_of(conn)
+            with wrap_db_errors():
+                if mode is Mode.OWN and conn.autocommit:
+                    with conn.pipeline():
+                        yield conn, capabilities
+                elif mode is Mode.OWN:
+                    # psycopg would send BEGIN (and sync) before the first statement
+                    with conn.transaction(), conn.pipeline():
+                        yield conn, capabilities
+                else:
+                    try:
+                        with conn.pipeline():
+                            conn.execute(BATCH_SAVEPOINT)
+                            yield conn, capabilities
+                            conn.execute(BATCH_RELEASE)
+                    except BaseException:
+                        _end_batch_savepoint(conn)
+                        raise
+
+    def _capabilities_of(self, conn: psycopg.Connection) -> ServerCapabilities:
+        capabilities = self._capabilities.get(conn)
+        if capabilities is None:
+            capabilities = self._capabilities[conn] = prepare_connection(conn)
+        return capabilities
 
     @contextlib.contextmanager
     def _checkout(self) -> Iterator[tuple[psycopg.Connection, bool]]:
@@ -424,7 +524,6 @@ class AsyncConnector:
             open=False,
             kwargs=self._connect_kwargs,
             configure=self._configure,
-            check=AsyncConnectionPool.check_connection,
             name="pgmem",
         )
 
@@ -447,28 +546,70 @@ class AsyncConnector:
             self._owned_pool = self._pool = self._new_pool()
             raise
 
+    @property
+    def retries(self) -> int:
+        """As :attr:`Connector.retries`."""
+        return 0 if self._pool is None else self._pool.max_size
+
     @contextlib.asynccontextmanager
     async def transaction(
         self, *, pipeline: bool = False
     ) -> AsyncIterator[tuple[psycopg.AsyncConnection, ServerCapabilities]]:
         """As :meth:`Connector.transaction`."""
-        async with self._checkout() as (conn, host):
-            with wrap_db_errors():
-                mode = transaction_mode(
-                    conn.info.transaction_status, autocommit=conn.autocommit, host=host
-                )
-                if mode is Mode.JOIN:
-                    await conn.execute(BEGIN_HOST_TRANSACTION)
-            capabilities = self._capabilities.get(conn)
-            if capabilities is None:
-                capabilities = self._capabilities[conn] = await prepare_connection_async(conn)
-            with wrap_db_errors():
-                async with conn.transaction():
-                    if pipeline:
+        with _marking_retryable() as attempt:
+            async with self._checkout() as (conn, host):
+                attempt.lent = self._pool is not None
+                with wrap_db_errors():
+                    mode = transaction_mode(
+                        conn.info.transaction_status, autocommit=conn.autocommit, host=host
+                    )
+                    if mode is Mode.JOIN:
+                        await conn.execute(BEGIN_HOST_TRANSACTION)
+                capabilities = await self._capabilities_of(conn)
+                with wrap_db_errors():
+                    async with conn.transaction():
+                        if pipeline:
+                            async with conn.pipeline():
+                                yield conn, capabilities
+                        else:
+                            yield conn, capabilities
+                        attempt.committing = True
+
+    @contextlib.asynccontextmanager
+    async def batch(self) -> AsyncIterator[tuple[psycopg.AsyncConnection, ServerCapabilities]]:
+        """As :meth:`Connector.batch`."""
+        with _marking_retryable() as attempt:
+            async with self._checkout() as (conn, host):
+                attempt.lent = self._pool is not None
+                with wrap_db_errors():
+                    mode = transaction_mode(
+                        conn.info.transaction_status, autocommit=conn.autocommit, host=host
+                    )
+                    if mode is Mode.JOIN:
+                        await conn.execute(BEGIN_HOST_TRANSACTION)
+                capabilities = await self._capabilities_of(conn)
+                with wrap_db_errors():
+                    if mode is Mode.OWN and conn.autocommit:
                         async with conn.pipeline():
                             yield conn, capabilities
+                    elif mode is Mode.OWN:
+                        async with conn.transaction(), conn.pipeline():
+                            yield conn, capabilities
                     else:
-                        yield conn, capabilities
+                        try:
+                            async with conn.pipeline():
+                                await conn.execute(BATCH_SAVEPOINT)
+                                yield conn, capabilities
+                                await conn.execute(BATCH_RELEASE)
+                        except BaseException:
+                            await _end_batch_savepoint_async(conn)
+                            raise
+
+    async def _capabilities_of(self, conn: psycopg.AsyncConnection) -> ServerCapabilities:
+        capabilities = self._capabilities.get(conn)
+        if capabilities is None:
+            capabilities = self._capabilities[conn] = await prepare_connection_async(conn)
+        return capabilities
 
     @contextlib.asynccontextmanager
     async def _checkout(self) -> AsyncIterator[tuple[psycopg.AsyncConnection, bool]]:

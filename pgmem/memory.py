@@ -8,17 +8,19 @@ The pipeline's steps live in :mod:`pgmem.pipeline`; SQL in ``sql/``."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pgmem import operations, validate
-from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, Connector, Source
+from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, Connector, Source, retryable
+from pgmem.errors import ConnectionLostError, wrap_db_errors
 from pgmem.languages import Analyzers
 from pgmem.migrate import DEFAULT_SCHEMA
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
-from pgmem.store import execute
+from pgmem.store import execute, send
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -27,8 +29,9 @@ T = TypeVar("T")
 
 
 def run(connector: Connector, operation: operations.Operation[T]) -> T:
-    """Run a call: model work here, each transaction's statements on a connection of
-    ``connector``; the call's result."""
+    """Run a call: model work here, each transaction's or batch's statements on a connection of
+    ``connector`` (again, on another connection, after a :func:`~pgmem.connection.retryable`
+    failure); the call's result."""
     result: Any = None
     with contextlib.closing(operation):
         while True:
@@ -40,17 +43,35 @@ def run(connector: Connector, operation: operations.Operation[T]) -> T:
             if isinstance(effect, operations.Compute):
                 result = effect.run()
                 continue
-            with connector.transaction(pipeline=effect.pipeline) as (conn, capabilities):
-                steps = effect.steps(capabilities)
-                with contextlib.closing(steps):
-                    result = None
-                    while True:
-                        try:
-                            statement = steps.send(result)
-                        except StopIteration as done:
-                            result = done.value
-                            break
-                        result = execute(conn, statement)
+            for attempt in itertools.count():
+                try:
+                    result = _run_statements(connector, effect)
+                    break
+                except ConnectionLostError as exc:
+                    if attempt >= connector.retries or not retryable(exc):
+                        raise
+
+
+def _run_statements(
+    connector: Connector, effect: operations.Transaction[T] | operations.Batch[T]
+) -> T:
+    if isinstance(effect, operations.Batch):
+        with connector.batch() as (conn, capabilities):
+            statements, read = effect.statements(capabilities)
+            pending = [send(conn, statement) for statement in statements]
+        with wrap_db_errors():
+            return read([p.result() for p in pending])
+    with connector.transaction(pipeline=effect.pipeline) as (conn, capabilities):
+        steps = effect.steps(capabilities)
+        with contextlib.closing(steps):
+            result: Any = None
+            while True:
+                try:
+                    statement = steps.send(result)
+                except StopIteration as done:
+                    value: T = done.value
+                    return value
+                result = execute(conn, statement)
 
 
 class Memory(operations.Configured):
@@ -363,9 +384,9 @@ class Memory(operations.Configured):
     ) -> str:
         """The statement :meth:`search` would send, with its parameters inlined: to read, or
         to run by hand. Search runs it as a prepared statement with a generic plan, after
-        ``SET LOCAL plan_cache_mode = force_generic_plan`` (and, on pgvector >= 0.8,
-        ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search = <the over-fetch>``);
-        EXPLAIN of this text shows a plan made for these values. :meth:`explain_search` shows
+        ``plan_cache_mode = force_generic_plan`` and ``jit = off`` (and, on pgvector >= 0.8,
+        ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search = <the over-fetch>``), set
+        locally in the same round trip; EXPLAIN of this text shows a plan made for these values. :meth:`explain_search` shows
         the plan search runs with.
         """
         return run(self._connector, self._ops.search_sql(

@@ -105,6 +105,9 @@ class TextAnalyzer:
     def __init__(self, model: str | None = None, *, nlp: Any = None) -> None:
         self._model = model or os.environ.get("PGMEM_SPACY_MODEL") or None
         self._nlp: Lazy[Any] = Lazy(self._load, nlp)
+        # What every analysis reads from the pipeline, read once per pipeline (a query's
+        # analysis is a few milliseconds: rebuilding these on each call was a tenth of it).
+        self._facts: tuple[Any, bool, frozenset[str]] | None = None
 
     @property
     def nlp(self) -> Any:
@@ -114,7 +117,18 @@ class TextAnalyzer:
     @property
     def entities_available(self) -> bool:
         """Whether this pipeline can recognise entities (it has a trained parser or NER)."""
-        return bool({"ner", "tagger", "morphologizer"} & set(self.nlp.pipe_names))
+        return self._pipeline_facts()[1]
+
+    def _pipeline_facts(self) -> tuple[Any, bool, frozenset[str]]:
+        """The pipeline, whether it finds entities, and its stop words."""
+        nlp = self.nlp
+        if self._facts is None or self._facts[0] is not nlp:
+            self._facts = (
+                nlp,
+                bool({"ner", "tagger", "morphologizer"} & set(nlp.pipe_names)),
+                frozenset(nlp.Defaults.stop_words),
+            )
+        return self._facts
 
     @property
     def model_name(self) -> str:
@@ -123,19 +137,17 @@ class TextAnalyzer:
         return "blank" if not self.entities_available else f"{meta['lang']}_{meta['name']}"
 
     def analyze(self, text: str) -> Analysis:
-        """Lemmas and entities of one text."""
-        return self.analyze_many([text])[0]
+        """Lemmas and entities of one text (a query): the pipeline called on it directly,
+        without :meth:`analyze_many`'s batching, which costs more than it saves for one text."""
+        nlp, with_entities, stop_words = self._pipeline_facts()
+        return _analysis(nlp(text), with_entities, stop_words)
 
     def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
         """Lemmas and entities of each text, in order."""
-        with_entities = self.entities_available
-        stop_words = frozenset(self.nlp.Defaults.stop_words)
+        nlp, with_entities, stop_words = self._pipeline_facts()
         return [
-            Analysis(
-                lexemes=_lexemes(doc, stop_words),
-                entities=_entities(doc, with_entities),
-            )
-            for doc in self.nlp.pipe(texts, batch_size=batch_size)
+            _analysis(doc, with_entities, stop_words)
+            for doc in nlp.pipe(texts, batch_size=batch_size)
         ]
 
     def _load(self) -> Any:
@@ -148,6 +160,10 @@ class TextAnalyzer:
         if self._model == BLANK:
             return _blank_pipeline(spacy)
         candidates = (self._model,) if self._model else DEFAULT_MODELS
+        # Every component runs: the parser too, though no dependency is read, because the
+        # attribute ruler's patterns read dependency labels to set parts of speech, which the
+        # lemmas and proper-noun runs use (without it, "getting" in "for getting started"
+        # becomes a VERB and its lemma a stop word); NER has a token-to-vector layer of its own.
         for name in candidates:
             try:
                 return spacy.load(name, exclude=["senter"])
@@ -171,6 +187,10 @@ def _blank_pipeline(spacy: Any) -> Any:
         logger.warning("spacy-lookups-data is not installed: keyword terms are not lemmatized")
         nlp = spacy.blank("en")
     return nlp
+
+
+def _analysis(doc: Any, with_entities: bool, stop_words: frozenset[str]) -> Analysis:
+    return Analysis(lexemes=_lexemes(doc, stop_words), entities=_entities(doc, with_entities))
 
 
 def _lexemes(doc: Any, stop_words: frozenset[str]) -> tuple[str, ...]:

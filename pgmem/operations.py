@@ -11,11 +11,14 @@ in :mod:`pgmem.pipeline`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import os
+import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -86,6 +89,38 @@ from pgmem.pipeline import (
 
 T = TypeVar("T")
 
+#: How many calls of one ``Memory`` may run model work (NLP, embedding, reranking) at once;
+#: the others wait their turn. See :func:`model_concurrency`.
+MODEL_CONCURRENCY_ENV = "PGMEM_MODEL_CONCURRENCY"
+
+
+def model_concurrency() -> int | None:
+    """How many calls may run model work at once: ``PGMEM_MODEL_CONCURRENCY``; None (unset):
+    no limit.
+
+    Model work is CPU-bound: one call's embedding already uses every core (torch's intra-op
+    threads) and spaCy holds the GIL, so on a machine of its own, calls computing side by side
+    only contend (torch starts an OpenMP team per calling thread, and its operators hand the
+    GIL back and forth); a limit of 1 or the number of cores makes them take turns while the
+    database work of the others still overlaps. On a machine shared with other busy processes
+    a limit can cost throughput instead (more runnable threads get more of the cores), which
+    is why there is none by default: measure (``python -m benchmarks.concurrency``).
+
+    Raises:
+        ConfigurationError: the variable is not a positive integer.
+    """
+    raw = os.environ.get(MODEL_CONCURRENCY_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigurationError(
+            f"{MODEL_CONCURRENCY_ENV} must be a positive integer, got {raw!r}"
+        )
+    return value
 
 
 #: The statements of one transaction: yields each :class:`~pgmem.store.Statement`, receives its
@@ -111,7 +146,18 @@ class Transaction(Generic[T]):
     pipeline: bool = False
 
 
-Effect = Compute[Any] | Transaction[Any]
+@dataclass(frozen=True)
+class Batch(Generic[T]):
+    """Read-only statements that do not need each other's results, sent together in one round
+    trip (see :meth:`pgmem.connection.Connector.batch`): ``statements`` gets what the server can
+    do and returns the statements, and how their results (in order) make the batch's."""
+
+    statements: Callable[
+        [ServerCapabilities], tuple[Sequence[Statement[Any]], Callable[[list[Any]], T]]
+    ]
+
+
+Effect = Compute[Any] | Transaction[Any] | Batch[Any]
 #: A call: yields effects, receives their results, and returns the call's result.
 Operation = Generator[Effect, Any, T]
 
@@ -127,6 +173,16 @@ def transaction(
 ) -> Operation[T]:
     """Yield a :class:`Transaction`; its result."""
     result: T = yield Transaction(steps, pipeline)
+    return result
+
+
+def batch(
+    statements: Callable[
+        [ServerCapabilities], tuple[Sequence[Statement[Any]], Callable[[list[Any]], T]]
+    ],
+) -> Operation[T]:
+    """Yield a :class:`Batch`; its result."""
+    result: T = yield Batch(statements)
     return result
 
 
@@ -286,7 +342,7 @@ def history_steps(store: Store, tenant: str, memory_id: uuid.UUID) -> Steps[list
     return history_events(rows)
 
 
-def search_steps(
+def search_batch(
     store: Store,
     request: SearchRequest,
     analysis: Analysis,
@@ -295,14 +351,34 @@ def search_steps(
     *,
     keyword_score: str,
     text_search: TextSearch,
-) -> Steps[tuple[SearchPlan, list[Row]]]:
-    """The search statement's plan and rows (steps 2-7), after the settings it runs with."""
-    plan = yield from _search_setup(
-        store, request, analysis, vectors, capabilities,
-        keyword_score=keyword_score, text_search=text_search,
+) -> tuple[list[Statement[Any]], Callable[[list[Any]], tuple[SearchPlan, list[Row]]]]:
+    """The search's settings and statement (steps 2-7), sent in one round trip; the plan and
+    the statement's rows from their results."""
+    plan = search_plan(
+        request, analysis, vectors,
+        keyword_score=keyword_score,
+        exact_scan=not capabilities.iterative_scan,
+        text_search=text_search,
     )
-    rows = yield from result_of(store.search(plan.params, request.condition))
-    return plan, rows
+    statements: list[Statement[Any]] = [
+        search_settings(store, request, capabilities),
+        store.search(plan.params, request.condition),
+    ]
+
+    def read(results: list[Any]) -> tuple[SearchPlan, list[Row]]:
+        return plan, results[1]
+
+    return statements, read
+
+
+def search_settings(
+    store: Store, request: SearchRequest, capabilities: ServerCapabilities
+) -> Statement[None]:
+    """The statement setting what the search statement runs with."""
+    # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to pgvector's
+    # maximum, beyond which the iterative scan goes on fetching.
+    ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
+    return store.search_settings(ef_search if capabilities.iterative_scan else None)
 
 
 def explain_search_steps(
@@ -346,10 +422,7 @@ def _search_setup(
         text_search=text_search,
     )
     if settings:
-        # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to
-        # pgvector's maximum, beyond which the iterative scan goes on fetching.
-        ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
-        yield store.set_search_options(ef_search if capabilities.iterative_scan else None)
+        yield search_settings(store, request, capabilities)
     return plan
 
 
@@ -426,6 +499,17 @@ class Operations:
         self._space: EmbeddingSpace | None = None
         self._space_read = 0.0
         self._embedder_name: str | None = None
+        turns = model_concurrency()
+        self._model_turns = None if turns is None else threading.BoundedSemaphore(turns)
+
+    @contextlib.contextmanager
+    def _model_turn(self) -> Iterator[None]:
+        """Wait for a turn to run model work (see :func:`model_concurrency`)."""
+        if self._model_turns is None:
+            yield
+            return
+        with self._model_turns:
+            yield
 
     # -- writes
 
@@ -584,9 +668,9 @@ class Operations:
             raise ConfigurationError("rerank=True needs a reranker: Memory(..., reranker=...)")
         text_search = yield from self._text_search(ts_config)
         analysis, vectors = yield from self._analyze_query(request.query, text_search)
-        plan, rows = yield from transaction(
+        plan, rows = yield from batch(
             functools.partial(
-                search_steps, self.store, request, analysis, vectors,
+                search_batch, self.store, request, analysis, vectors,
                 keyword_score=self.keyword_score, text_search=text_search,
             )
         )
@@ -594,7 +678,7 @@ class Operations:
         hits = fuse_rows(plan, rows, threshold=request.threshold, limit=fetch)
         if reranker is not None and rerank:
             hits = yield from compute(
-                functools.partial(rerank_hits, reranker, request.query, hits, request.limit)
+                functools.partial(self._rerank, reranker, request.query, hits, request.limit)
             )
         return hits
 
@@ -698,12 +782,13 @@ class Operations:
                     f"an item brings a {item.embedding.shape[0]}-dimensional embedding but the "
                     f"schema stores {dim}-dimensional ones"
                 )
-        analyses = text_search.analyze_many([item.text for item in items])
-        entities = batch_entities(analyses)
-        vectors = cached_embeddings(
-            self.embedder, [item.text for item in items if item.embedding is None],
-            entities.surfaces, dim, self._entity_vectors,
-        )
+        with self._model_turn():
+            analyses = text_search.analyze_many([item.text for item in items])
+            entities = batch_entities(analyses)
+            vectors = cached_embeddings(
+                self.embedder, [item.text for item in items if item.embedding is None],
+                entities.surfaces, dim, self._entity_vectors,
+            )
         return insert_params(
             self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
             text_search=text_search,
@@ -711,11 +796,18 @@ class Operations:
 
     def _analyze(self, text: str, dim: int, text_search: TextSearch) -> tuple[Analysis, Vectors]:
         """A text's analysis, and the vectors of the text and its entities."""
-        analysis = text_search.analyze(text)
-        vectors = checked_embeddings(
-            self.embedder, embedding_inputs(text, query_entities(analysis)), dim
-        )
+        with self._model_turn():
+            analysis = text_search.analyze(text)
+            vectors = checked_embeddings(
+                self.embedder, embedding_inputs(text, query_entities(analysis)), dim
+            )
         return analysis, vectors
+
+    def _rerank(
+        self, reranker: Reranker, query: str, hits: list[SearchHit], limit: int
+    ) -> list[SearchHit]:
+        with self._model_turn():
+            return rerank_hits(reranker, query, hits, limit)
 
     def _analyze_query(
         self, query: str, text_search: TextSearch

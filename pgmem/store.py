@@ -64,6 +64,53 @@ def execute(conn: psycopg.Connection, statement: Statement[T]) -> T:
         return statement.read(cur.fetchone() if statement.fetch == "one" else cur.fetchall())
 
 
+class Pending(Generic[T]):
+    """A statement sent in pipeline mode (:func:`send`), its result read once the pipeline has
+    been synced (:meth:`result`)."""
+
+    def __init__(self, statement: Statement[T], cursor: Any) -> None:
+        self.statement = statement
+        self.cursor = cursor
+
+    def result(self) -> T:
+        """The statement's result (call after the pipeline block ended)."""
+        fetch = self.statement.fetch
+        if fetch == "nothing":
+            return self.statement.read(None)
+        rows = self.cursor.fetchone() if fetch == "one" else self.cursor.fetchall()
+        return self.statement.read(rows)
+
+    async def result_async(self) -> T:
+        """:meth:`result` on an async cursor."""
+        fetch = self.statement.fetch
+        if fetch == "nothing":
+            return self.statement.read(None)
+        cur = self.cursor
+        rows = await cur.fetchone() if fetch == "one" else await cur.fetchall()
+        return self.statement.read(rows)
+
+
+def send(conn: psycopg.Connection, statement: Statement[T]) -> Pending[T]:
+    """Queue ``statement`` on ``conn``, which is in pipeline mode: it is sent when the
+    pipeline block ends, and its result read then from what this returns."""
+    if statement.fetch not in ("nothing", "one", "all"):
+        raise ValueError(f"a {statement.fetch!r} statement cannot be pipelined")
+    cur = conn.cursor(row_factory=dict_row)
+    cur.execute(statement.query, statement.params, prepare=statement.prepare,
+                binary=statement.binary)
+    return Pending(statement, cur)
+
+
+async def send_async(conn: psycopg.AsyncConnection, statement: Statement[T]) -> Pending[T]:
+    """The twin of :func:`send`."""
+    if statement.fetch not in ("nothing", "one", "all"):
+        raise ValueError(f"a {statement.fetch!r} statement cannot be pipelined")
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(statement.query, statement.params, prepare=statement.prepare,
+                      binary=statement.binary)
+    return Pending(statement, cur)
+
+
 async def execute_async(conn: psycopg.AsyncConnection, statement: Statement[T]) -> T:
     """Run ``statement`` on ``conn``; its result. The twin of :func:`execute`."""
     query, params, prepare = statement.query, statement.params, statement.prepare
@@ -175,37 +222,28 @@ class Store:
 
     def search(self, params: Row, filters: sql.Composable) -> Statement[list[Row]]:
         """Every candidate of the three legs with its raw signals. Server-prepared, to run after
-        :meth:`set_search_options`: parsed and planned once per connection and scope shape."""
+        :meth:`search_settings`: parsed and planned once per connection and scope shape."""
         return self._statement("search", params, "all", _rows, filters, prepare=True, binary=True)
 
     def explain_search(
         self, params: Row, filters: sql.Composable, *, analyze: bool
     ) -> Statement[dict[str, Any]]:
         """EXPLAIN (FORMAT JSON) of the search statement's generic plan (run, with
-        ``analyze``), to run after :meth:`set_search_options`."""
+        ``analyze``), to run after :meth:`search_settings`."""
         return self._statement("search", params, "analyze" if analyze else "plan", _plan, filters)
 
     def search_sql(self, params: Row, filters: sql.Composable) -> Statement[str]:
         """The search statement with its parameters inlined, for humans (EXPLAIN, --sql)."""
         return self._statement("search", params, "text", str, filters)
 
-    def set_search_options(self, ef_search: int | None) -> Statement[None]:
-        """The search's settings for this transaction: the search statement's generic plan
-        (see ``sql/queries.sql``) without JIT compilation, and (``ef_search`` given,
-        pgvector >= 0.8) iterative HNSW scans. The generic plan's cost counts the branches for
-        large scopes, and on a large table passes ``jit_above_cost``: compiling it would cost
-        ~60 ms on every call (measured at 1,000,000 memories), for a statement that runs in 2."""
-        options: list[sql.Composable] = [
-            sql.SQL("SET LOCAL plan_cache_mode = force_generic_plan"),
-            sql.SQL("SET LOCAL jit = off"),
-        ]
-        if ef_search is not None:
-            options += [
-                sql.SQL("SET LOCAL hnsw.iterative_scan = relaxed_order"),
-                sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search)),
-            ]
-        query = sql.SQL("; ").join(options)
-        return Statement("set_search_options", query, None, "nothing", _nothing)
+    def search_settings(self, ef_search: int | None) -> Statement[None]:
+        """The search's settings (see ``search_settings`` in ``sql/queries.sql``), local to the
+        transaction: its generic plan without JIT, and (``ef_search`` given, pgvector >= 0.8)
+        iterative HNSW scans fetching ``ef_search`` rows at first. Sent in the same round trip as
+        the search statement, before it."""
+        if ef_search is None:
+            return self._statement("search_settings_exact", {}, "nothing", _nothing)
+        return self._statement("search_settings", {"ef_search": ef_search}, "nothing", _nothing)
 
     def text_search_configs(self) -> Statement[list[str]]:
         """The names of the database's text search configurations (``pg_ts_config``)."""

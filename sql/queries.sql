@@ -552,6 +552,24 @@ SELECT id FROM memory
 -- when the search path does not reach them).
 SELECT c.oid::regconfig::text AS name FROM pg_ts_config c ORDER BY 1
 
+-- name: search_settings
+-- The search's settings, sent in the same round trip as the search statement, before it, and
+-- local to the transaction both run in (on a connection of pgmem's own, the implicit one of
+-- that round trip): the statement's generic plan (planning it costs more than running it),
+-- made without JIT (its generic cost passes jit_above_cost on a large table: 60 ms of
+-- compiling per call at 1M rows); and (pgvector >= 0.8) iterative HNSW scans, with
+-- ef_search at the semantic leg's over-fetch.
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+       set_config('jit', 'off', true),
+       set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('hnsw.ef_search', %(ef_search)s::text, true)
+
+-- name: search_settings_exact
+-- search_settings for pgvector < 0.8, which has no iterative scans (the search scans the scope
+-- exactly).
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+       set_config('jit', 'off', true)
+
 -- name: pgvector_version
 SELECT extversion FROM pg_extension WHERE extname = 'vector'
 

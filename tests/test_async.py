@@ -18,7 +18,7 @@ from pgmem import operations
 from pgmem.aio import run_async
 from pgmem.connection import AsyncConnector, Connector
 from pgmem.memory import run
-from pgmem.store import execute, execute_async
+from pgmem.store import execute, execute_async, send, send_async
 
 TABLES = ("memories", "entities", "memory_entities", "history")
 
@@ -88,16 +88,20 @@ def test_both_facades_hand_every_argument_to_the_shared_operation() -> None:
 
 
 def test_connectors_executors_and_runners_are_twins() -> None:
-    assert public(Connector) == public(AsyncConnector) == {"transaction", "close"}
+    assert public(Connector) == public(AsyncConnector) == {
+        "transaction", "batch", "close", "retries"
+    }
     assert parameters(Connector.__init__)[1:] != []
     assert [p[:3] for p in parameters(Connector.__init__)] == [
         p[:3] for p in parameters(AsyncConnector.__init__)
     ]
-    for name in ("transaction", "close"):
+    for name in ("transaction", "batch", "close"):
         assert parameters(getattr(Connector, name)) == parameters(getattr(AsyncConnector, name))
     assert [p[:3] for p in parameters(execute)] == [p[:3] for p in parameters(execute_async)]
+    assert [p[:3] for p in parameters(send)] == [p[:3] for p in parameters(send_async)]
     assert [p[:3] for p in parameters(run)] == [p[:3] for p in parameters(run_async)]
     assert inspect.iscoroutinefunction(execute_async) and inspect.iscoroutinefunction(run_async)
+    assert inspect.iscoroutinefunction(send_async)
 
 
 # -- one behaviour, two facades -----------------------------------------------------------------

@@ -1,15 +1,21 @@
 """Hybrid search against real PostgreSQL and the real models: what each leg brings in, the
-spread attenuation, the explain breakdown, and one statement per search."""
+spread attenuation, the explain breakdown, and one round trip per search."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+import itertools
+import tempfile
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
+from psycopg.pq import Trace
 
 import pgmem
 from pgmem import scoring
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 # Seventy memories about a router: semantically closer to the queries below than the targets.
 ROUTER_NOTES = [f"The office router was rebooted again on day {i} of the network outage" for i in range(70)]
@@ -124,33 +130,93 @@ def test_threshold_drops_semantically_unrelated_memories(memory: pgmem.Memory) -
     assert memory.search("zz91", user_id="u1", threshold=0.0)
 
 
-class CountingCursor(psycopg.Cursor):  # type: ignore[type-arg]
-    """Records every statement sent through a cursor."""
+class Traced:
+    """libpq's protocol trace of one connection while the block runs: the messages it sent
+    (``F``) and received (``B``)."""
 
-    statements: ClassVar[list[str]] = []
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+        self.lines: list[str] = []
 
-    def execute(self, query, params=None, **kwargs):  # type: ignore[no-untyped-def, override]
-        text = query if isinstance(query, str) else query.as_string(self)
-        CountingCursor.statements.append(text)
-        return super().execute(query, params, **kwargs)
+    def __enter__(self) -> Self:
+        self.file = tempfile.TemporaryFile("w+")
+        self.conn.pgconn.trace(self.file.fileno())
+        self.conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.pgconn.untrace()
+        self.file.seek(0)
+        self.lines = self.file.read().splitlines()
+        self.file.close()
+
+    @property
+    def round_trips(self) -> int:
+        """How many times the client sent and then waited for the server: each run of sent
+        messages followed by received ones."""
+        directions = [line.split("\t", 1)[0] for line in self.lines]
+        return sum(1 for a, b in itertools.pairwise(directions) if (a, b) == ("F", "B"))
+
+    def sent(self, message: str) -> list[str]:
+        """The sent messages of a type (Parse, Bind, Query...), their trace lines."""
+        return [line for line in self.lines if line.split("\t")[:3:2] == ["F", message]]
 
 
-def test_a_search_sends_one_data_statement(
+def test_a_search_is_one_round_trip_on_pgmems_pool(
     db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
 ) -> None:
-    with psycopg.connect(db_dsn, autocommit=True, cursor_factory=CountingCursor) as conn:
+    """The settings travel with the statement; no connection check, no BEGIN or COMMIT."""
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, pool_max_size=1) as mem:
+        mem.add("Caroline moved to Ottawa to work at Shopify", user_id="u1")
+        mem.search("where does Caroline live?", user_id="u1")  # prepares the statement
+        pool = mem._connector._pool
+        assert pool is not None
+        with pool.connection() as conn:  # the pool's only connection
+            pass
+        with Traced(conn) as trace:
+            hits = mem.search("where does Caroline work?", user_id="u1")
+    assert hits
+    assert trace.round_trips == 1, trace.lines
+    assert trace.sent("Query") == []  # no simple-protocol statement: BEGIN, COMMIT, SET, ""
+    assert len(trace.sent("Bind")) == 2, trace.lines  # the settings, then the search statement
+    # prepared once: the second search of the same shape is not parsed again
+    assert not any("semantic AS MATERIALIZED" in line for line in trace.sent("Parse"))
+
+
+def test_a_search_on_the_callers_connection_is_one_round_trip(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
         mem = pgmem.Memory(conn, embedder=embedder, nlp=analyzer)
         mem.add("Caroline moved to Ottawa to work at Shopify", user_id="u1")
         mem.search("warm up", user_id="u1")  # first use reads the server's capabilities
-        CountingCursor.statements = []
-        hits = mem.search("where does Caroline work?", user_id="u1")
-        data = [s for s in CountingCursor.statements if not s.lstrip().upper().startswith("SET ")]
-        assert len(data) == 1, data
-        assert "semantic AS MATERIALIZED" in data[0]
+        with Traced(conn) as trace:
+            hits = mem.search("where does Caroline work?", user_id="u1")
         assert hits
-        # The connection is the caller's: still open, no transaction left behind.
+        assert trace.round_trips == 1, trace.lines
+        # The connection is the caller's: still open, no transaction left behind, and the
+        # search's settings did not outlive its round trip.
         assert not conn.closed
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        row = conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()
+        assert row == ("auto",)
+
+
+def test_a_search_in_the_callers_transaction_is_one_round_trip(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    with psycopg.connect(db_dsn) as conn:
+        mem = pgmem.Memory(conn, embedder=embedder, nlp=analyzer)
+        mem.add("Caroline moved to Ottawa to work at Shopify", user_id="u1")  # begins it
+        with Traced(conn) as trace:
+            hits = mem.search("where does Caroline work?", user_id="u1")
+        assert hits
+        assert trace.round_trips == 1, trace.lines
+        assert "SAVEPOINT pgmem_batch" in trace.sent("Parse")[0]
+        # still the caller's transaction, with the memory it added
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        conn.rollback()
+        assert mem.search("where does Caroline work?", user_id="u1") == []
 
 
 def test_without_an_entity_model_the_result_says_so(

@@ -1,0 +1,71 @@
+"""The query analysis against the full spaCy pipeline: the fast path (the pipeline called on one
+text, its facts read once) finds the same lemmas and entities, on LoCoMo's dev questions when
+``../shared/data`` is there and on questions written here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import pgmem
+from pgmem.nlp import DEFAULT_MODELS, Analysis, _entities, _lexemes
+
+DEV_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
+SAMPLE = 300  # dev questions compared (of ~1,000): every third one
+
+WRITTEN = [
+    "When did Caroline go to the LGBTQ support group?",
+    "What advice does Caroline give for getting started with adoption?",
+    "Where did Melanie and her kids go camping in July 2023?",
+    "What did Jon say about \"The Old Man and the Sea\"?",
+    "Which books did the Johnson family read at the Boston Public Library?",
+    "How was the trip to São Paulo with Dr. Martínez last week?",
+    "dogs running in the park",
+    "Did John's sister move to New York City for a job at Google, or stay in Oslo?",
+    "What's the name of Gina's dance studio? Is it open on Sundays?",
+    "",
+]
+
+
+def questions() -> list[str]:
+    found = list(WRITTEN)
+    if DEV_DATA.exists():
+        dev = [
+            q["question"]
+            for c in json.loads(DEV_DATA.read_text(encoding="utf-8"))["conversations"]
+            for q in c["questions"]
+        ]
+        found += dev[:: max(1, len(dev) // SAMPLE)]
+    return found
+
+
+def full_pipeline_analyses(texts: list[str]) -> list[Analysis]:
+    """What the analysis was before it was made fast: every component of the model loaded
+    (nothing excluded), the texts through ``nlp.pipe``."""
+    spacy = pytest.importorskip("spacy")
+    for name in DEFAULT_MODELS:
+        try:
+            nlp = spacy.load(name)
+        except OSError:
+            continue
+        stop_words = frozenset(nlp.Defaults.stop_words)
+        return [
+            Analysis(lexemes=_lexemes(doc, stop_words), entities=_entities(doc, True))
+            for doc in nlp.pipe(texts)
+        ]
+    pytest.skip("no spaCy model installed")
+
+
+def test_the_query_analysis_matches_the_full_pipeline(analyzer: pgmem.TextAnalyzer) -> None:
+    texts = questions()
+    expected = full_pipeline_analyses(texts)
+    assert analyzer.entities_available
+    fast = [analyzer.analyze(text) for text in texts]
+    different = [(t, e, f) for t, e, f in zip(texts, expected, fast) if e != f]
+    assert different == []
+    assert analyzer.analyze_many(texts) == expected
+    # the comparison has something to compare
+    assert sum(bool(a.entities) for a in expected) > len(texts) // 4
+    assert all(a.lexemes for a in expected[:-1])

@@ -1,0 +1,69 @@
+"""PGMEM_MODEL_CONCURRENCY: how many calls of one Memory run model work at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+import pgmem
+from pgmem import operations
+from pgmem.errors import ConfigurationError
+from pgmem.nlp import Analysis
+
+
+class NoModels(pgmem.TextAnalyzer):
+    def analyze(self, text: str) -> Analysis:
+        return Analysis(lexemes=(text,), entities=())
+
+
+class CountingEmbedder:
+    """Records how many embed calls overlap."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(0.02)
+        with self.lock:
+            self.running -= 1
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def most_at_once(monkeypatch: pytest.MonkeyPatch, setting: str | None) -> int:
+    if setting is None:
+        monkeypatch.delenv(operations.MODEL_CONCURRENCY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(operations.MODEL_CONCURRENCY_ENV, setting)
+    embedder = CountingEmbedder()
+    ops = operations.Operations(
+        embedder=embedder, nlp=NoModels(), reranker=None, schema="pgmem", tenant="t",
+        keyword_score="bm25", max_text_length=100,
+    )
+    threads = [threading.Thread(target=ops._analyze, args=(f"q{i}", 4)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return embedder.most
+
+
+def test_a_limit_makes_calls_take_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert most_at_once(monkeypatch, "1") == 1
+    assert most_at_once(monkeypatch, "2") <= 2
+    assert most_at_once(monkeypatch, None) > 2  # no limit by default
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5"])
+def test_a_bad_limit_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    monkeypatch.setenv(operations.MODEL_CONCURRENCY_ENV, bad)
+    with pytest.raises(ConfigurationError, match="PGMEM_MODEL_CONCURRENCY"):
+        operations.model_concurrency()
