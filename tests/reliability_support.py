@@ -27,7 +27,12 @@ class HashEmbedder:
     Every component is positive, so any two vectors have a cosine of about 0.75: every memory
     passes the semantic threshold and every entity matches every query entity. That makes the
     candidate sets as large as they can be -- the worst case for scope isolation.
+
+    Its subclasses spoil its vectors in one way each: they are the same model, by ``name``
+    (the schema records the model a database's vectors come from).
     """
+
+    name = "reliability-hash-embedder"
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         rows = []

@@ -68,4 +68,4 @@ def test_the_query_analysis_matches_the_full_pipeline(analyzer: pgmem.TextAnalyz
     assert analyzer.analyze_many(texts) == expected
     # the comparison has something to compare
     assert sum(bool(a.entities) for a in expected) > len(texts) // 4
-    assert all(a.lexemes for a in expected[:-1])
+    assert all(a.lexemes for text, a in zip(texts, expected) if text)

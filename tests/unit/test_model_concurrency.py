@@ -48,7 +48,7 @@ def most_at_once(monkeypatch: pytest.MonkeyPatch, setting: str | None) -> int:
         embedder=embedder, nlp=NoModels(), reranker=None, schema="pgmem", tenant="t",
         keyword_score="bm25", max_text_length=100,
     )
-    threads = [threading.Thread(target=ops._analyze, args=(f"q{i}", 4)) for i in range(6)]
+    threads = [threading.Thread(target=ops._analyze, args=(f"q{i}", 4, ops.languages.get())) for i in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
