@@ -366,22 +366,13 @@ class Connector:
         :func:`transaction_mode`) -- and what its server can do; in psycopg's pipeline mode
         with ``pipeline`` (BEGIN travels with the first statements, COMMIT with the sync).
         Errors leave as :class:`~pgmem.errors.PgmemError` subclasses (see :func:`retryable`)."""
-        with _marking_retryable() as attempt, self._checkout() as (conn, host):
-            attempt.lent = self._pool is not None
-            with wrap_db_errors():
-                mode = transaction_mode(
-                    conn.info.transaction_status, autocommit=conn.autocommit, host=host
-                )
-                if mode is Mode.JOIN:
-                    conn.execute(BEGIN_HOST_TRANSACTION)
-            capabilities = self._capabilities_of(conn)
-            with wrap_db_errors(), conn.transaction():
-                if pipeline:
-                    with conn.pipeline():
-                        yield conn, capabilities
-                else:
+        with self._lend() as (conn, _, capabilities, attempt), wrap_db_errors(), conn.transaction():
+            if pipeline:
+                with conn.pipeline():
                     yield conn, capabilities
-                attempt.committing = True
+            else:
+                yield conn, capabilities
+            attempt.committing = True
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[tuple[psycopg.Connection, ServerCapabilities]]:
@@ -392,6 +383,29 @@ class Connector:
         the round trip); in the caller's transaction, in a savepoint (what the statements set
         locally lasts until that transaction ends); on a borrowed connection outside
         autocommit (an Engine's), in a transaction of its own (three round trips)."""
+        with self._lend() as (conn, mode, capabilities, _), wrap_db_errors():
+            if mode is Mode.OWN and conn.autocommit:
+                with conn.pipeline():
+                    yield conn, capabilities
+            elif mode is Mode.OWN:
+                # psycopg would send BEGIN (and sync) before the first statement
+                with conn.transaction(), conn.pipeline():
+                    yield conn, capabilities
+            else:
+                try:
+                    with conn.pipeline():
+                        conn.execute(BATCH_SAVEPOINT)
+                        yield conn, capabilities
+                        conn.execute(BATCH_RELEASE)
+                except BaseException:
+                    _end_batch_savepoint(conn)
+                    raise
+
+    @contextlib.contextmanager
+    def _lend(self) -> Iterator[tuple[psycopg.Connection, Mode, ServerCapabilities, _Attempt]]:
+        """A connection for one call: its transaction mode (with the caller's transaction begun
+        when pgmem joins it), what its server can do, and how far the call got (see
+        :func:`_marking_retryable`)."""
         with _marking_retryable() as attempt, self._checkout() as (conn, host):
             attempt.lent = self._pool is not None
             with wrap_db_errors():
@@ -400,24 +414,7 @@ class Connector:
                 )
                 if mode is Mode.JOIN:
                     conn.execute(BEGIN_HOST_TRANSACTION)
-            capabilities = self._capabilities_of(conn)
-            with wrap_db_errors():
-                if mode is Mode.OWN and conn.autocommit:
-                    with conn.pipeline():
-                        yield conn, capabilities
-                elif mode is Mode.OWN:
-                    # psycopg would send BEGIN (and sync) before the first statement
-                    with conn.transaction(), conn.pipeline():
-                        yield conn, capabilities
-                else:
-                    try:
-                        with conn.pipeline():
-                            conn.execute(BATCH_SAVEPOINT)
-                            yield conn, capabilities
-                            conn.execute(BATCH_RELEASE)
-                    except BaseException:
-                        _end_batch_savepoint(conn)
-                        raise
+            yield conn, mode, self._capabilities_of(conn), attempt
 
     def _capabilities_of(self, conn: psycopg.Connection) -> ServerCapabilities:
         capabilities = self._capabilities.get(conn)
@@ -556,28 +553,42 @@ class AsyncConnector:
         self, *, pipeline: bool = False
     ) -> AsyncIterator[tuple[psycopg.AsyncConnection, ServerCapabilities]]:
         """As :meth:`Connector.transaction`."""
-        with _marking_retryable() as attempt:
-            async with self._checkout() as (conn, host):
-                attempt.lent = self._pool is not None
-                with wrap_db_errors():
-                    mode = transaction_mode(
-                        conn.info.transaction_status, autocommit=conn.autocommit, host=host
-                    )
-                    if mode is Mode.JOIN:
-                        await conn.execute(BEGIN_HOST_TRANSACTION)
-                capabilities = await self._capabilities_of(conn)
-                with wrap_db_errors():
-                    async with conn.transaction():
-                        if pipeline:
-                            async with conn.pipeline():
-                                yield conn, capabilities
-                        else:
+        async with self._lend() as (conn, _, capabilities, attempt):
+            with wrap_db_errors():
+                async with conn.transaction():
+                    if pipeline:
+                        async with conn.pipeline():
                             yield conn, capabilities
-                        attempt.committing = True
+                    else:
+                        yield conn, capabilities
+                    attempt.committing = True
 
     @contextlib.asynccontextmanager
     async def batch(self) -> AsyncIterator[tuple[psycopg.AsyncConnection, ServerCapabilities]]:
         """As :meth:`Connector.batch`."""
+        async with self._lend() as (conn, mode, capabilities, _):
+            with wrap_db_errors():
+                if mode is Mode.OWN and conn.autocommit:
+                    async with conn.pipeline():
+                        yield conn, capabilities
+                elif mode is Mode.OWN:
+                    async with conn.transaction(), conn.pipeline():
+                        yield conn, capabilities
+                else:
+                    try:
+                        async with conn.pipeline():
+                            await conn.execute(BATCH_SAVEPOINT)
+                            yield conn, capabilities
+                            await conn.execute(BATCH_RELEASE)
+                    except BaseException:
+                        await _end_batch_savepoint_async(conn)
+                        raise
+
+    @contextlib.asynccontextmanager
+    async def _lend(
+        self,
+    ) -> AsyncIterator[tuple[psycopg.AsyncConnection, Mode, ServerCapabilities, _Attempt]]:
+        """As :meth:`Connector._lend`."""
         with _marking_retryable() as attempt:
             async with self._checkout() as (conn, host):
                 attempt.lent = self._pool is not None
@@ -587,23 +598,7 @@ class AsyncConnector:
                     )
                     if mode is Mode.JOIN:
                         await conn.execute(BEGIN_HOST_TRANSACTION)
-                capabilities = await self._capabilities_of(conn)
-                with wrap_db_errors():
-                    if mode is Mode.OWN and conn.autocommit:
-                        async with conn.pipeline():
-                            yield conn, capabilities
-                    elif mode is Mode.OWN:
-                        async with conn.transaction(), conn.pipeline():
-                            yield conn, capabilities
-                    else:
-                        try:
-                            async with conn.pipeline():
-                                await conn.execute(BATCH_SAVEPOINT)
-                                yield conn, capabilities
-                                await conn.execute(BATCH_RELEASE)
-                        except BaseException:
-                            await _end_batch_savepoint_async(conn)
-                            raise
+                yield conn, mode, await self._capabilities_of(conn), attempt
 
     async def _capabilities_of(self, conn: psycopg.AsyncConnection) -> ServerCapabilities:
         capabilities = self._capabilities.get(conn)
