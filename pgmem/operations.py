@@ -11,6 +11,7 @@ in :mod:`pgmem.pipeline`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -22,6 +23,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import numpy as np
 from psycopg import sql
 
 from pgmem import scoring, validate
@@ -490,6 +492,8 @@ class Operations:
         self.max_text_length = validate.max_text_length(max_text_length)
         self.embedder = make_embedder(embedder)
         self._entity_vectors = VectorCache()
+        # Embeds a query while spaCy analyses it (see _query_vectors).
+        self._overlap = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="pgmem-embed")
         self.languages = Languages(ts_config, nlp)
         # The analyzer of the Memory's configuration; English's where PostgreSQL makes that
         # configuration's lexemes.
@@ -813,7 +817,21 @@ class Operations:
         self, query: str, text_search: TextSearch
     ) -> Operation[tuple[Analysis, Vectors]]:
         dim = yield from self._dimension()
-        return (yield from compute(functools.partial(self._analyze, query, dim, text_search)))
+        return (yield from compute(functools.partial(self._query_vectors, query, dim, text_search)))
+
+    def _query_vectors(
+        self, query: str, dim: int, text_search: TextSearch
+    ) -> tuple[Analysis, Vectors]:
+        """A query's analysis, and the vectors of the query and its entities. The query is
+        embedded while spaCy analyses it -- the model releases the GIL for most of its work, so
+        on two cores the two overlap -- then the entity names the cache has not seen."""
+        with self._model_turn():
+            embedded = self._overlap.submit(checked_embeddings, self.embedder, [query], dim)
+            analysis = text_search.analyze(query)
+            query_vector = embedded.result()
+            names = [entity.surface for entity in query_entities(analysis)]
+            entity_vectors = cached_embeddings(self.embedder, [], names, dim, self._entity_vectors)
+        return analysis, np.concatenate([query_vector, entity_vectors])
 
     def _text_search(self, ts_config: object) -> Operation[TextSearch]:
         """How a call's lexemes are made: in ``ts_config`` (None: the Memory's configuration),
