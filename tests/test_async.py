@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -178,6 +179,11 @@ def test_add_many(facade: Facade) -> None:
         facade.add_many(["fine", 42], user_id="u1")
 
 
+def rounded(statement: str) -> str:
+    """``statement`` with its decimal numbers to 4 digits."""
+    return re.sub(r"-?\d+\.\d+(?:e-?\d+)?", lambda m: f"{float(m.group()):.4f}", statement)
+
+
 def test_search_is_the_same_through_both_facades(
     facade: Facade, db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder,
     analyzer: pgmem.TextAnalyzer,
@@ -195,7 +201,11 @@ def test_search_is_the_same_through_both_facades(
         expected_sql = reference.search_sql(query, user_id="u1", filters={"k": {"eq": 1}})
     assert hits == expected and hits[0].text.startswith("Caroline moved")
     assert [h.explain for h in hits] == [h.explain for h in expected]
-    assert facade.search_sql(query, user_id="u1", filters={"k": {"eq": 1}}) == expected_sql
+    # The same statement; its vectors may differ in the last float digits (an entity name's
+    # vector comes from the cache of the Memory that added it, embedded in another batch).
+    assert rounded(facade.search_sql(query, user_id="u1", filters={"k": {"eq": 1}})) == rounded(
+        expected_sql
+    )
     plan = facade.explain_search(query, user_id="u1", analyze=True)
     assert plan["Plan"]["Actual Rows"] == 5  # every memory of the scope is a candidate
     assert "Actual Rows" not in facade.explain_search(query, user_id="u1")["Plan"]
