@@ -194,6 +194,9 @@ def remote_analyzer(client: ServerClient) -> Any:
         def model_name(self) -> str:
             return str(info["spacy_model"])
 
+        def analyze(self, text: str) -> Analysis:
+            return self.analyze_many([text])[0]
+
         def analyze_many(self, texts: Any, batch_size: int = 64) -> list[Analysis]:
             result: list[Analysis] = client.call("analyze", texts=list(texts))
             return result
