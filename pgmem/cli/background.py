@@ -115,12 +115,14 @@ def _remove_state(home: Path, state: ServerState | None) -> None:
 
 class ServerClient:
     """A connection to the background server, opened on the first call, kept until
-    :meth:`close`."""
+    :meth:`close`. Calls from several threads take turns (a search embeds its query while it
+    analyses it): one request and its answer at a time on the connection."""
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
         self._conn: Connection | None = None
         self._info: dict[str, Any] | None = None
+        self._lock = threading.Lock()
 
     def call(self, op: str, **arguments: Any) -> Any:
         """Run ``op`` in the server and return its answer.
@@ -130,11 +132,12 @@ class ServerClient:
             PgmemError: the one the server raised.
         """
         try:
-            if self._conn is None:
-                key = (Path(self.state.home) / KEY_FILE).read_bytes()
-                self._conn = Client(self.state.socket, family="AF_UNIX", authkey=key)
-            self._conn.send((op, arguments))
-            ok, value = self._conn.recv()
+            with self._lock:
+                if self._conn is None:
+                    key = (Path(self.state.home) / KEY_FILE).read_bytes()
+                    self._conn = Client(self.state.socket, family="AF_UNIX", authkey=key)
+                self._conn.send((op, arguments))
+                ok, value = self._conn.recv()
         except (OSError, EOFError, ValueError) as exc:
             self.close()
             raise ConfigurationError(
