@@ -199,17 +199,6 @@ def not_found(tenant: str, memory_id: uuid.UUID) -> NotFoundError:
     return NotFoundError(f"no memory {memory_id} in tenant {tenant!r}")
 
 
-def dimension_steps(store: Store) -> Steps[int]:
-    """The embedding dimension of the store's schema. Raises SchemaError when it is missing."""
-    dim = yield from result_of(store.schema_dimension())
-    if dim is None:
-        raise SchemaError(
-            f"pgmem's schema {store.schema!r} is not in this database: "
-            "run pgmem.migrate(dsn) or `pgmem migrate` first"
-        )
-    return int(dim)
-
-
 def space_steps(store: Store) -> Steps[EmbeddingSpace]:
     """The model, dimension and storage of the schema's vectors.
 

@@ -295,12 +295,6 @@ def batch_entities(analyses: Sequence[Analysis]) -> BatchEntities:
     return BatchEntities(tuple(variants), tuple(occurrences), surfaces)
 
 
-def add_embedding_inputs(items: Sequence[NewMemory], entities: BatchEntities) -> list[str]:
-    """The texts embedded in one call for a batch: each item's text (unless the item brings its
-    embedding), then each surface form."""
-    return [*(item.text for item in items if item.embedding is None), *entities.surfaces]
-
-
 def insert_params(
     tenant: str,
     items: Sequence[NewMemory],
@@ -312,7 +306,8 @@ def insert_params(
     text_search: TextSearch,
 ) -> dict[str, Any]:
     """Parameters of ``lock_contents`` and ``insert_memories`` for one batch; ``vectors`` as
-    made from :func:`add_embedding_inputs`. Where PostgreSQL makes the lexemes of
+    the texts of the items that bring no embedding, then
+    ``entities.surfaces`` (as :func:`pgmem.embedding.cached_embeddings` returns them). Where PostgreSQL makes the lexemes of
     ``text_search``, the statement makes them (the items' ``lexemes`` are None)."""
     n = sum(item.embedding is None for item in items)
     postgres = text_search.by_postgres

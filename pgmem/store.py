@@ -249,11 +249,6 @@ class Store:
         """The names of the database's text search configurations (``pg_ts_config``)."""
         return self._statement("text_search_configs", {}, "all", _names)
 
-    def schema_dimension(self) -> Statement[int | None]:
-        """The embedding dimension of the memories table, or None when there is none."""
-        params = {"memories_table": f'"{self.schema}".memories'}
-        return self._statement("schema_dimension", params, "one", _dim)
-
     def schema_tables(self) -> Statement[Row | None]:
         """Whether the schema's ``memories`` and ``embedding_models`` tables exist."""
         params = {
@@ -321,7 +316,3 @@ def _names(rows: list[Row]) -> list[str]:
 
 def _plan(explained: list[dict[str, Any]]) -> dict[str, Any]:
     return explained[0]
-
-
-def _dim(row: Row | None) -> int | None:
-    return None if row is None else int(row["dim"])

@@ -573,11 +573,6 @@ SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 -- name: pgvector_version
 SELECT extversion FROM pg_extension WHERE extname = 'vector'
 
--- name: schema_dimension
-SELECT a.atttypmod AS dim
-  FROM pg_attribute a
- WHERE a.attrelid = to_regclass(%(memories_table)s) AND a.attname = 'embedding'
-
 -- name: schema_tables
 -- Whether pgmem's schema exists, and is at revision 0004 or later (the model on record).
 SELECT to_regclass(%(memories_table)s) IS NOT NULL AS memories,

@@ -37,7 +37,8 @@ def test_insert_params_line_up_items_and_vectors() -> None:
     ]
     analyses = [Analysis(("jon", "paris"), (JON, PARIS)), Analysis(("paris",), (PARIS_LOWER,))]
     entities = pipeline.batch_entities(analyses)
-    inputs = pipeline.add_embedding_inputs(items, entities)
+    # the vectors as embedded for a batch: the texts, then the surface forms
+    inputs = ["Jon in Paris", "paris", *entities.surfaces]
     assert inputs == ["Jon in Paris", "paris", "Jon", "Paris", "paris"]
     vectors = np.arange(len(inputs), dtype=np.float32)[:, None] * np.ones((1, 3), np.float32)
     params = pipeline.insert_params(
