@@ -140,6 +140,7 @@ def search_plan(
         notes.append(NO_KEYWORD_TERMS)
     internal_limit = scoring.internal_limit(request.limit)
     profile = request.profile
+    hybrid = signals == LEGS and legs == LEGS
     return SearchPlan(
         params={
             **request.scope.params(),
@@ -162,6 +163,10 @@ def search_plan(
             "entity_neighbours": scoring.ENTITY_NEIGHBOURS,
             "entity_min_similarity": profile.entity_min_similarity,
             "spread_decay": scoring.SPREAD_DECAY,
+            # The neighbour step (scoring.Scoring.after_weight): hybrid searches only, so that a
+            # search of one signal finds what that signal alone finds.
+            "next": profile.after_weight > 0 and hybrid,
+            "previous": profile.before_weight > 0 and hybrid,
         },
         profile=profile,
         n_terms=None if by_postgres else len(terms),
@@ -187,6 +192,8 @@ def fuse_rows(
             semantic=float(row["semantic"]),
             keyword_raw=scoring.keyword_raw(row["bm25"], row["rank_cd"], keyword_score),
             entity_hits=tuple((h.similarity, h.spread) for h in hits_by_id[row["id"]]),
+            previous=row["previous_id"],
+            next=row["next_id"],
         )
         for row in sorted(rows, key=lambda r: r["id"])
     ]
@@ -211,6 +218,8 @@ def fuse_rows(
                 keyword_raw=f.keyword_raw,
                 keyword=f.keyword,
                 entity=f.entity,
+                context=f.context,
+                context_from=f.context_from,
                 max_possible=f.max_possible,
                 score=f.score,
                 keyword_score=keyword_score,

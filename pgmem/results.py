@@ -68,8 +68,10 @@ class EntityHit:
 class Explain:
     """How a search hit's score was made (see :mod:`pgmem.scoring`).
 
-    ``score = (semantic + keyword + entity) / max_possible``, as the ``scoring`` profile
-    ("default" or "seed") makes them. ``keyword_raw`` is the BM25 score before normalising
+    ``score = (semantic + keyword + entity + context) / max_possible``, as the ``scoring``
+    profile ("default" or "seed") makes them; ``context`` is what the memory took from a
+    neighbour (the memory stored just before or after it, ``context_from``) whose own score
+    was higher (0 with the seed's scoring). ``keyword_raw`` is the BM25 score before normalising
     (None when no query term matched); ``legs`` names the legs that found the
     memory; ``signals`` the signals this query could use, and ``notes`` why one could not.
     """
@@ -87,6 +89,8 @@ class Explain:
     signals: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     rerank_score: float | None = None
+    context: float = 0.0
+    context_from: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,12 @@ one place. The SQL statement only collects raw signals; this module turns them i
   entity links to: common entities boost little.
 - ``max_possible``: 1.0, plus 1.0 when the query has keyword terms, plus ENTITY_WEIGHT when it
   has entities; so scores stay comparable whether or not a signal could contribute.
+
+A profile may then let a memory count at least a share of the score of its neighbours -- the
+memories stored just before and after it in the searched scope (the search statement's neighbour
+step): ``score = max(own, after_weight * own(previous), before_weight * own(next))`` when the
+memory's own similarity reaches ``context_min_semantic``. In a conversation the turn that
+answers a question rarely repeats its words; the question does.
 """
 
 from __future__ import annotations
@@ -139,7 +145,11 @@ class Scoring:
     it would on a scope of ``reference_docs`` memories (the table's midpoints assume large
     ones). ``entity_min_similarity``: entity matches below it do not count;
     ``entity_sharpness`` > 0 maps a match's similarity ``s`` to ``((s - floor) / (1 - floor))
-    ** sharpness`` so that near-exact names weigh and loose ones fade.
+    ** sharpness`` so that near-exact names weigh and loose ones fade. ``after_weight``: the
+    share of a memory's score the memory stored just after it counts at least;
+    ``before_weight``: the share the memory stored just before it counts at least (0: no
+    neighbour step); only a memory whose own similarity to the query reaches
+    ``context_min_semantic`` takes a share, so that an unrelated neighbour is not lifted.
     """
 
     name: str
@@ -150,6 +160,14 @@ class Scoring:
     entity_weight: float = ENTITY_WEIGHT
     entity_min_similarity: float = ENTITY_MIN_SIMILARITY
     entity_sharpness: float = 0.0
+    after_weight: float = 0.0
+    before_weight: float = 0.0
+    context_min_semantic: float = 0.25
+
+    @property
+    def neighbours(self) -> bool:
+        """Whether searches take the neighbour step."""
+        return self.after_weight > 0 or self.before_weight > 0
 
     def normalize_keyword(self, raw: float | None, n_terms: int, n_docs: float | None) -> float:
         """A raw keyword score (BM25 scale) as a 0..1 signal; ``n_docs``: the scope's size."""
@@ -184,7 +202,12 @@ SEED = Scoring("seed")
 # stretching up to a 1,000-memory scope fitted best of 300 / 1,000 / 3,000 / 10,000 (300 does
 # not put the XJ-4471 memory first), and the sharper entity curve is neutral on LoCoMo while a
 # loose match such as 'yorkshire' for "NYC" no longer lifts a memory.
-DEFAULT = Scoring("default", keyword="log-n", reference_docs=1000, entity_sharpness=1.0)
+# The neighbour weights were fitted on the same three conversations, both tasks together, over
+# after 0.6-0.8 x before 0-0.6 (docs/retrieval.md).
+DEFAULT = Scoring(
+    "default", keyword="log-n", reference_docs=1000, entity_sharpness=1.0,
+    after_weight=0.75, before_weight=0.5,
+)
 SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
 
 
@@ -196,6 +219,8 @@ class Signals:
     semantic: float
     keyword_raw: float | None
     entity_hits: tuple[tuple[float, int], ...] = ()
+    previous: object = None  # the key of the candidate stored just before this one, if any
+    next: object = None  # ... and just after it
 
 
 @dataclass(frozen=True)
@@ -209,6 +234,8 @@ class Fused:
     entity: float
     max_possible: float
     score: float
+    context: float = 0.0  # what the neighbour step added, on the scale of the other parts
+    context_from: object = None  # the key of the neighbour it came from
 
 
 def fuse(
@@ -233,10 +260,8 @@ def fuse(
     denominator = max_possible(keyword_active, entity_active, semantic_active, profile)
     if denominator == 0:
         return []
-    fused = []
+    parts: dict[object, tuple[float, float, float, float]] = {}
     for c in candidates:
-        if semantic_active and c.semantic < threshold:
-            continue
         keyword = (
             profile.normalize_keyword(c.keyword_raw, n_terms, n_docs)
             if keyword_active else 0.0
@@ -244,6 +269,17 @@ def fuse(
         entity = profile.entity_boost(c.entity_hits) if entity_active else 0.0
         semantic = profile.semantic_weight * c.semantic if semantic_active else 0.0
         total = semantic + profile.keyword_weight * keyword + entity
+        parts[c.key] = (semantic, keyword, entity, total)
+    fused = []
+    for c in candidates:
+        if semantic_active and c.semantic < threshold:
+            continue
+        semantic, keyword, entity, total = parts[c.key]
+        context, context_from = 0.0, None
+        neighbours = (c.previous, profile.after_weight), (c.next, profile.before_weight)
+        for key, weight in neighbours if c.semantic >= profile.context_min_semantic else ():
+            if key in parts and weight * parts[key][3] - total > context:
+                context, context_from = weight * parts[key][3] - total, key
         fused.append(
             Fused(
                 key=c.key,
@@ -252,7 +288,9 @@ def fuse(
                 keyword=keyword,
                 entity=entity,
                 max_possible=denominator,
-                score=total / denominator,
+                score=(total + context) / denominator,
+                context=context,
+                context_from=context_from,
             )
         )
     fused.sort(key=lambda f: (f.score, f.semantic), reverse=True)

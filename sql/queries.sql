@@ -202,10 +202,42 @@ entity_hits AS (
 entity AS (
     SELECT h.id FROM entity_hits h ORDER BY h.rank DESC, h.id LIMIT %(entity_limit)s
 ),
+-- Neighbour step: the memories stored just before (%(previous)s) and just after (%(next)s) each
+-- candidate of the legs, in the scope's (created_at, id) order -- one probe each on the index of
+-- a scope id, whatever the scope's size. A neighbour joins the candidates: an answer stored after
+-- the question that matches the query comes in with it (pgmem.scoring: a memory counts at least
+-- a share of its neighbour's score).
+legs AS MATERIALIZED (
+    SELECT id FROM semantic UNION SELECT id FROM keyword UNION SELECT id FROM entity
+),
+neighbours AS MATERIALIZED (  -- (earlier, later): two memories stored one after the other
+    SELECT p.id AS earlier, l.id AS later
+      FROM legs l
+      JOIN {schema}.memories c ON c.tenant = %(tenant)s AND c.id = l.id
+     CROSS JOIN LATERAL (
+            SELECT m.id
+              FROM {schema}.memories m
+             WHERE %(previous)s::boolean AND {scope}
+               AND (m.created_at, m.id) < (c.created_at, c.id)
+             ORDER BY m.created_at DESC, m.id DESC
+             LIMIT 1) p
+    UNION
+    SELECT l.id, n.id
+      FROM legs l
+      JOIN {schema}.memories c ON c.tenant = %(tenant)s AND c.id = l.id
+     CROSS JOIN LATERAL (
+            SELECT m.id
+              FROM {schema}.memories m
+             WHERE %(next)s::boolean AND {scope}
+               AND (m.created_at, m.id) > (c.created_at, c.id)
+             ORDER BY m.created_at, m.id
+             LIMIT 1) n
+),
 -- Every candidate with its columns: the semantic leg's rows as they are, the other legs' rows
--- from scope_rows (a small scope) or fetched by key.
+-- and the neighbours from scope_rows (a small scope) or fetched by key.
 others AS (
     SELECT id FROM keyword UNION SELECT id FROM entity
+    UNION SELECT earlier FROM neighbours UNION SELECT later FROM neighbours
     EXCEPT SELECT id FROM semantic
 ),
 candidates AS (
@@ -228,7 +260,9 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata, c.created_at, 
        c.semantic_leg, c.id IN (SELECT id FROM keyword) AS keyword_leg,
        c.id IN (SELECT id FROM entity) AS entity_leg,
        (SELECT coalesce(cardinality(q.lexemes), 0) FROM query_terms q) AS query_terms,
-       (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs  -- the BM25 scale of the scope
+       (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs,  -- the BM25 scale of the scope
+       (SELECT nb.earlier FROM neighbours nb WHERE nb.later = c.id) AS previous_id,
+       (SELECT nb.later FROM neighbours nb WHERE nb.earlier = c.id) AS next_id
   FROM candidates c
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
@@ -302,8 +336,14 @@ existing AS (
       FROM item i
       JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = i.given_id
 ),
+-- A memory's created_at is its statement's start plus a microsecond per item before it, so that
+-- (created_at, id) is the order memories were stored in, also within a batch and across the
+-- batches of one transaction (the search's neighbour step and get_all read that order).
 fresh AS MATERIALIZED (
-    SELECT coalesce(i.given_id, gen_random_uuid()) AS id, i.*
+    SELECT coalesce(i.given_id, gen_random_uuid()) AS id,
+           coalesce(i.given_created_at,
+                    statement_timestamp() + (i.ord - 1) * interval '1 microsecond') AS created,
+           i.*
       FROM item i
      WHERE i.ord = i.first_ord AND NOT EXISTS (SELECT FROM existing x WHERE x.ord = i.ord)
 ),
@@ -314,8 +354,7 @@ memory AS (
     SELECT %(tenant)s, f.id, f.user_id, f.agent_id, f.run_id, f.text, f.content_hash, f.metadata,
            f.embedding, coalesce(f.lexemes::tsvector, p.lexemes),
            coalesce(f.lexeme_count, p.lexeme_count), %(ts_config)s::text,
-           coalesce(f.given_created_at, now()),
-           coalesce(f.given_updated_at, f.given_created_at, now())
+           f.created, coalesce(f.given_updated_at, f.created)
       FROM fresh f
       -- An item without lexemes: PostgreSQL makes them in the text search configuration
       -- %(ts_config)s (no spaCy model for it), counting their positions for BM25.
@@ -359,7 +398,7 @@ link AS (
 ),
 event AS (
     INSERT INTO {schema}.history (tenant, memory_id, event, new_text, created_at)
-    SELECT %(tenant)s, f.id, 'ADD', f.text, coalesce(f.given_created_at, now())
+    SELECT %(tenant)s, f.id, 'ADD', f.text, f.created
       FROM fresh f
      ORDER BY f.ord
 ),

@@ -109,7 +109,10 @@ def test_explain_parts_add_up_to_the_score(memory: pgmem.Memory) -> None:
         e = hit.explain
         assert e.signals == ("semantic", "keyword", "entity")
         assert e.max_possible == 2.5
-        assert hit.score == pytest.approx((e.semantic + e.keyword + e.entity) / e.max_possible)
+        assert hit.score == pytest.approx(
+            (e.semantic + e.keyword + e.entity + e.context) / e.max_possible
+        )
+        assert (e.context > 0) == (e.context_from is not None)
         assert e.score == hit.score
         if e.keyword_raw is None:
             assert e.keyword == 0.0
