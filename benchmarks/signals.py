@@ -12,6 +12,7 @@ returns, captured before fusion.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pickle
 import sys
@@ -101,7 +102,7 @@ def capture_task(
                     n_docs=rows[0]["keyword_n_docs"] if rows else None,
                     candidates=tuple(
                         Candidate(
-                            dia_ids=tuple(r["metadata"]["dia_ids"]),
+                            dia_ids=tuple(json.loads(r["metadata"])["dia_ids"]),
                             semantic=float(r["semantic"]),
                             bm25=None if r["bm25"] is None else float(r["bm25"]),
                             entity_hits=tuple(

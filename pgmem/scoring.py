@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # (largest number of query terms, sigmoid midpoint, steepness); the last row has no upper bound.
 # Fitted to Okapi BM25 scores, which typically run from 0 to 20 and more.
@@ -211,9 +212,9 @@ DEFAULT = Scoring(
 SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
 
 
-@dataclass(frozen=True)
-class Signals:
-    """The raw signals of one candidate, as the search statement returns them."""
+class Signals(NamedTuple):
+    """The raw signals of one candidate, as the search statement returns them (a named tuple:
+    a search makes a hundred or more)."""
 
     key: object
     semantic: float
@@ -260,6 +261,7 @@ def fuse(
     denominator = max_possible(keyword_active, entity_active, semantic_active, profile)
     if denominator == 0:
         return []
+    # (semantic, keyword, entity, total) of every candidate: its neighbours may need them.
     parts: dict[object, tuple[float, float, float, float]] = {}
     for c in candidates:
         keyword = (
@@ -268,30 +270,31 @@ def fuse(
         )
         entity = profile.entity_boost(c.entity_hits) if entity_active else 0.0
         semantic = profile.semantic_weight * c.semantic if semantic_active else 0.0
-        total = semantic + profile.keyword_weight * keyword + entity
-        parts[c.key] = (semantic, keyword, entity, total)
-    fused = []
+        parts[c.key] = (semantic, keyword, entity,
+                        semantic + profile.keyword_weight * keyword + entity)
+    scored = []  # (score, semantic, candidate, context, context_from): Fused for the best only
     for c in candidates:
         if semantic_active and c.semantic < threshold:
             continue
-        semantic, keyword, entity, total = parts[c.key]
+        total = parts[c.key][3]
         context, context_from = 0.0, None
         neighbours = (c.previous, profile.after_weight), (c.next, profile.before_weight)
         for key, weight in neighbours if c.semantic >= profile.context_min_semantic else ():
             if key in parts and weight * parts[key][3] - total > context:
                 context, context_from = weight * parts[key][3] - total, key
-        fused.append(
-            Fused(
-                key=c.key,
-                semantic=c.semantic,
-                keyword_raw=c.keyword_raw,
-                keyword=keyword,
-                entity=entity,
-                max_possible=denominator,
-                score=(total + context) / denominator,
-                context=context,
-                context_from=context_from,
-            )
+        scored.append(((total + context) / denominator, c.semantic, c, context, context_from))
+    scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
+    return [
+        Fused(
+            key=c.key,
+            semantic=c.semantic,
+            keyword_raw=c.keyword_raw,
+            keyword=parts[c.key][1],
+            entity=parts[c.key][2],
+            max_possible=denominator,
+            score=score,
+            context=context,
+            context_from=context_from,
         )
-    fused.sort(key=lambda f: (f.score, f.semantic), reverse=True)
-    return fused[:limit]
+        for score, _, c, context, context_from in scored[:limit]
+    ]

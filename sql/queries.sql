@@ -135,10 +135,12 @@ keyword_scored AS MATERIALIZED (
      CROSS JOIN scope_stats st
      GROUP BY f.id
 ),
-keyword AS (
-    SELECT k.id
+keyword AS MATERIALIZED (  -- n: the rank in the leg
+    SELECT k.id,
+           row_number() OVER (ORDER BY CASE WHEN %(keyword_score)s = 'bm25' THEN k.bm25
+                                            ELSE k.rank_cd END DESC, k.id) AS n
       FROM keyword_scored k
-     ORDER BY CASE WHEN %(keyword_score)s = 'bm25' THEN k.bm25 ELSE k.rank_cd END DESC, k.id
+     ORDER BY n
      LIMIT %(keyword_limit)s
 ),
 -- Entity leg, driven from the scope: the scope's links (read once), the entities they reach
@@ -199,37 +201,45 @@ entity_hits AS (
       JOIN entity_spread s USING (query_entity, entity_id)
      GROUP BY l.id
 ),
-entity AS (
-    SELECT h.id FROM entity_hits h ORDER BY h.rank DESC, h.id LIMIT %(entity_limit)s
+entity AS MATERIALIZED (
+    SELECT h.id, row_number() OVER (ORDER BY h.rank DESC, h.id) AS n
+      FROM entity_hits h
+     ORDER BY n
+     LIMIT %(entity_limit)s
 ),
 -- Neighbour step: the memories stored just before (%(previous)s) and just after (%(next)s) each
--- candidate of the legs, in the scope's (created_at, id) order -- one probe each on the index of
--- a scope id, whatever the scope's size. A neighbour joins the candidates: an answer stored after
--- the question that matches the query comes in with it (pgmem.scoring: a memory counts at least
--- a share of its neighbour's score).
-legs AS MATERIALIZED (
-    SELECT id FROM semantic UNION SELECT id FROM keyword UNION SELECT id FROM entity
+-- of the legs' best %(neighbour_limit)s, in the scope's (created_at, id) order -- one probe each
+-- on the index of a scope id, whatever the scope's size. A neighbour joins the candidates: an
+-- answer stored after the question that matches the query comes in with it (pgmem.scoring: a
+-- memory counts at least a share of its neighbour's score).
+leg_best AS MATERIALIZED (
+    SELECT l.id, c.created_at
+      FROM ((SELECT s.id FROM semantic s ORDER BY s.semantic DESC LIMIT %(neighbour_limit)s)
+            UNION SELECT k.id FROM keyword k WHERE k.n <= %(neighbour_limit)s
+            UNION SELECT e.id FROM entity e WHERE e.n <= %(neighbour_limit)s) l
+     CROSS JOIN LATERAL (  -- by key (LIMIT: not turned into a join over the tenant's rows)
+            SELECT m.created_at FROM {schema}.memories m
+             WHERE m.tenant = %(tenant)s AND m.id = l.id LIMIT 1) c
+     WHERE %(previous)s::boolean OR %(next)s::boolean
 ),
 neighbours AS MATERIALIZED (  -- (earlier, later): two memories stored one after the other
     SELECT p.id AS earlier, l.id AS later
-      FROM legs l
-      JOIN {schema}.memories c ON c.tenant = %(tenant)s AND c.id = l.id
+      FROM leg_best l
      CROSS JOIN LATERAL (
             SELECT m.id
               FROM {schema}.memories m
              WHERE %(previous)s::boolean AND {scope}
-               AND (m.created_at, m.id) < (c.created_at, c.id)
+               AND (m.created_at, m.id) < (l.created_at, l.id)
              ORDER BY m.created_at DESC, m.id DESC
              LIMIT 1) p
     UNION
     SELECT l.id, n.id
-      FROM legs l
-      JOIN {schema}.memories c ON c.tenant = %(tenant)s AND c.id = l.id
+      FROM leg_best l
      CROSS JOIN LATERAL (
             SELECT m.id
               FROM {schema}.memories m
              WHERE %(next)s::boolean AND {scope}
-               AND (m.created_at, m.id) > (c.created_at, c.id)
+               AND (m.created_at, m.id) > (l.created_at, l.id)
              ORDER BY m.created_at, m.id
              LIMIT 1) n
 ),
@@ -254,18 +264,19 @@ candidates AS (
       JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = o.id
      WHERE (SELECT n FROM scope_size) > %(scan_rows)s
 )
-SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata, c.created_at, c.updated_at,
-       c.semantic, k.bm25, k.rank_cd, h.names AS entity_names,
+SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metadata,
+       c.created_at, c.updated_at, c.semantic, k.bm25, k.rank_cd, h.names AS entity_names,
        h.similarities AS entity_similarities, h.spreads AS entity_spreads,
        c.semantic_leg, c.id IN (SELECT id FROM keyword) AS keyword_leg,
        c.id IN (SELECT id FROM entity) AS entity_leg,
        (SELECT coalesce(cardinality(q.lexemes), 0) FROM query_terms q) AS query_terms,
        (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs,  -- the BM25 scale of the scope
-       (SELECT nb.earlier FROM neighbours nb WHERE nb.later = c.id) AS previous_id,
-       (SELECT nb.later FROM neighbours nb WHERE nb.earlier = c.id) AS next_id
+       p.earlier AS previous_id, n.later AS next_id
   FROM candidates c
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
+  LEFT JOIN neighbours p ON p.later = c.id
+  LEFT JOIN neighbours n ON n.earlier = c.id
 
 -- name: lock_contents
 -- The locks of an add, taken before insert_memories as a statement of its own (so that its

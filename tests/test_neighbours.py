@@ -4,6 +4,7 @@ with the question. Real PostgreSQL, real models."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import pytest
@@ -91,4 +92,4 @@ def test_a_batch_is_stored_in_its_order(memory: pgmem.Memory) -> None:
     memory.add_many(texts, user_id="u1", batch_size=16)
     items = memory.get_all(user_id="u1", limit=100).items
     assert [m.text for m in items] == texts
-    assert all(a.created_at < b.created_at for a, b in zip(items, items[1:]))
+    assert all(a.created_at < b.created_at for a, b in itertools.pairwise(items))
