@@ -258,6 +258,7 @@ def _record(record: MemoryRecord) -> dict[str, Any]:
 
 def _hit(hit: SearchHit) -> dict[str, Any]:
     explain = dataclasses.asdict(hit.explain)
+    explain["context_from"] = hit.explain.context_from and str(hit.explain.context_from)
     return {
         "id": str(hit.id),
         "text": hit.text,

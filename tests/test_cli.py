@@ -265,13 +265,16 @@ def test_search_prints_each_signal(demo: Run) -> None:
     score, semantic, raw, keyword, entity = map(float, first[1:6])
     assert raw > 0 and keyword > 0 and entity == 0
     assert score == pytest.approx((semantic + keyword) / 2, abs=2e-3)
-    assert lines[-1] == "score = (semantic + keyword) / 2; keyword score bm25"
+    # The memory stored after it (a VAT number) may take a share of its score as a neighbour.
+    assert lines[-1] in ("score = (semantic + keyword) / 2; keyword score bm25",
+                         "score = (semantic + keyword + context) / 2; keyword score bm25")
     assert len([line for line in lines if re.match(r"\s+\d ", line)]) == 3
 
     out = demo.ok("search", "Who will be in NYC this autumn?", "--user", "ben", "--limit", "2")
     assert "entity 'new york city' (similarity 0.9" in out
     assert ") reaches 1 memory of the scope" in out
-    assert out.splitlines()[-1] == "score = (semantic + keyword + entity) / 2.5; keyword score bm25"
+    assert out.splitlines()[-1].startswith("score = (semantic + keyword + entity")
+    assert out.splitlines()[-1].endswith(") / 2.5; keyword score bm25")
 
 
 def test_search_json_and_filters(demo: Run) -> None:

@@ -125,8 +125,12 @@ def print_hits(hits: Sequence[SearchHit], out: TextIO | None = None) -> None:
         for h in e.entity_hits:
             print(f"{'':>8}entity {h.name!r} (similarity {h.similarity:.2f}) reaches "
                   f"{h.spread} memor{'y' if h.spread == 1 else 'ies'} of the scope", file=out)
+        if e.context_from is not None:
+            print(f"{'':>8}context {e.context:.3f} from its neighbour {e.context_from}", file=out)
     e = hits[0].explain
-    parts = [name for name in ("semantic", "keyword", "entity") if name in e.signals]
+    parts: list[str] = [name for name in ("semantic", "keyword", "entity") if name in e.signals]
+    if any(hit.explain.context for hit in hits):
+        parts.append("context")
     print(f"score = ({' + '.join(parts)}) / {e.max_possible:g}; keyword score {e.keyword_score}"
           + "".join(f"; {note}" for note in e.notes), file=out)
 
