@@ -165,11 +165,6 @@ class Scoring:
     before_weight: float = 0.0
     context_min_semantic: float = 0.25
 
-    @property
-    def neighbours(self) -> bool:
-        """Whether searches take the neighbour step."""
-        return self.after_weight > 0 or self.before_weight > 0
-
     def normalize_keyword(self, raw: float | None, n_terms: int, n_docs: float | None) -> float:
         """A raw keyword score (BM25 scale) as a 0..1 signal; ``n_docs``: the scope's size."""
         if raw is None or raw <= 0:

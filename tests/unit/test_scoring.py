@@ -213,3 +213,38 @@ def test_an_unknown_scoring_profile_is_a_configuration_error() -> None:
         pgmem.Memory("postgresql://nowhere.invalid/x", scoring="bm42")
     with pgmem.Memory("postgresql://nowhere.invalid/x", scoring="seed") as memory:
         assert memory.scoring == "seed"  # nothing connects until the first call
+
+
+def _fuse_neighbours(profile: scoring.Scoring, answer_semantic: float) -> dict[object, scoring.Fused]:
+    question = Signals("question", semantic=0.8, keyword_raw=None, next="answer")
+    answer = Signals("answer", semantic=answer_semantic, keyword_raw=None,
+                     previous="question", next="later")
+    later = Signals("later", semantic=0.6, keyword_raw=None, previous="answer")
+    fused = fuse([question, answer, later], n_terms=0, keyword_active=False, entity_active=False,
+                 threshold=0.1, limit=10, profile=profile)
+    return {f.key: f for f in fused}
+
+
+def test_a_memory_counts_at_least_a_share_of_its_best_neighbour() -> None:
+    p = scoring.DEFAULT
+    got = _fuse_neighbours(p, answer_semantic=0.3)
+    # 0.75 x the memory before it (0.6) beats 0.5 x the one after it (0.3) and its own 0.3.
+    assert got["answer"].score == pytest.approx(p.after_weight * 0.8)
+    assert got["answer"].context == pytest.approx(p.after_weight * 0.8 - 0.3)
+    assert got["answer"].context_from == "question"
+    # Neighbours never lower a score: the question keeps its own.
+    assert got["question"].score == 0.8 and got["question"].context == 0.0
+    assert got["later"].score == 0.6 and got["later"].context_from is None
+
+
+def test_a_memory_below_the_similarity_floor_takes_nothing_from_its_neighbours() -> None:
+    p = scoring.DEFAULT
+    got = _fuse_neighbours(p, answer_semantic=p.context_min_semantic - 0.01)
+    assert got["answer"].score == pytest.approx(p.context_min_semantic - 0.01)
+    assert got["answer"].context == 0.0 and got["answer"].context_from is None
+
+
+def test_the_seed_profile_has_no_neighbour_step() -> None:
+    assert scoring.SEED.after_weight == scoring.SEED.before_weight == 0
+    got = _fuse_neighbours(scoring.SEED, answer_semantic=0.3)
+    assert got["answer"].score == 0.3 and got["answer"].context == 0.0
