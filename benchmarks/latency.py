@@ -382,10 +382,14 @@ def breakdown_table(r: SizeResult) -> str:
     return report.table((f"{r.rows:,} memories: piece", "p50 ms", "p95 ms"), rows)
 
 
-def end_to_end_table(results: Sequence[SizeResult], torch_threads: int) -> str:
+def end_to_end_table(
+    results: Sequence[SizeResult], torch_threads: int, backend: str = "torch"
+) -> str:
     """Memory.search end to end against what an app pays at least: embedding the query with
     the same model, and the bare pgvector top-k (target: at most 1.5x, p50)."""
     threads = f"torch on {torch_threads} thread(s)" if torch_threads else "torch's default threads"
+    if backend != "torch":
+        threads = f"{backend}, its default threads"
     head = (f"memories ({threads})", "Memory.search p50 ms", "query embedding p50 ms",
             f"bare k={LIMIT} p50 ms", "search / (embedding + bare) p50", "search p95 ms",
             "search / (embedding + bare) p95")
@@ -460,6 +464,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     corpus.run_arguments(parser)
     parser.add_argument("--explain", action="store_true",
                         help="print EXPLAIN (ANALYZE, BUFFERS) of one search per size")
+    parser.add_argument("--embedder", choices=("torch", "onnx"), default="torch",
+                        help="the search's embedder backend, on both sides of the ratio (the "
+                        "corpus's cached vectors are torch's; ONNX's are the same)")
     parser.add_argument("--compare", type=Path, metavar="PATH",
                         help="also time another search statement (a queries.sql of another "
                         "revision, e.g. from `git show d8ae5ca:sql/queries.sql`) and compare "
@@ -470,6 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = dialogues.load_conversations(args.data)
     cache = corpus.Cache(args.data, embedder, analyzer)
     data = corpus.corpus(raw, max(sizes), cache)
+    if args.embedder != "torch":
+        embedder = pgmem.embedding.make_embedder(args.embedder)
     embedder.embed(["warm up"])
     analyzer.analyze("warm up")
     results = []
@@ -485,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{results[-1].other_label}:\n{readable(results[-1].other_explain)}\n",
                       flush=True)
     headline = headline_table(results)
-    end_to_end = end_to_end_table(results, args.torch_threads)
+    end_to_end = end_to_end_table(results, args.torch_threads, args.embedder)
     print(end_to_end + "\n")
     print(headline + "\n")
     print(notes(results, args.queries))
@@ -500,10 +509,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             *(breakdown_table(r) for r in results),
             notes(results, args.queries),
         ])
-        report.write_section(
-            "latency" if args.torch_threads else "latency-default-threads",
-            body.replace("## Search latency", "## Search latency, torch's default threads")
-            if not args.torch_threads else body)
+        if args.embedder != "torch":
+            report.write_section(f"latency-{args.embedder}", body.replace(
+                "## Search latency", f"## Search latency, the {args.embedder} embedder"))
+        else:
+            report.write_section(
+                "latency" if args.torch_threads else "latency-default-threads",
+                body.replace("## Search latency", "## Search latency, torch's default threads")
+                if not args.torch_threads else body)
     return 0
 
 
