@@ -97,22 +97,24 @@ MODEL_CONCURRENCY_ENV = "PGMEM_MODEL_CONCURRENCY"
 
 
 def model_concurrency() -> int | None:
-    """How many calls may run model work at once: ``PGMEM_MODEL_CONCURRENCY``; None (unset):
-    no limit.
+    """How many calls may run model work at once: ``PGMEM_MODEL_CONCURRENCY`` (a positive
+    integer, or ``none`` for no limit); unset, the number of cores this process may use.
 
-    Model work is CPU-bound: one call's embedding already uses every core (torch's intra-op
-    threads) and spaCy holds the GIL, so on a machine of its own, calls computing side by side
-    only contend (torch starts an OpenMP team per calling thread, and its operators hand the
-    GIL back and forth); a limit of 1 or the number of cores makes them take turns while the
-    database work of the others still overlaps. On a machine shared with other busy processes
-    a limit can cost throughput instead (more runnable threads get more of the cores), which
-    is why there is none by default: measure (``python -m benchmarks.concurrency``).
+    Model work is CPU-bound: one call's embedding already keeps a core busy and spaCy holds the
+    GIL for much of its work, so calls computing side by side beyond the cores only contend
+    (thread switches, GIL hand-offs, an OpenMP team per calling thread). Measured on an idle
+    2-core machine (``python -m benchmarks.concurrency``, 10,000 memories, 80% searches, calls
+    per second at 4 / 16 threads): no limit 39.0 / 26.5, a limit of 2 41.1 / 41.2, of 4
+    37.6 / 36.3. On a machine shared with other busy processes no limit can win instead (more
+    runnable threads get more of the cores): measure, and set ``none`` if so.
 
     Raises:
-        ConfigurationError: the variable is not a positive integer.
+        ConfigurationError: the variable is neither a positive integer nor ``none``.
     """
     raw = os.environ.get(MODEL_CONCURRENCY_ENV, "").strip()
     if not raw:
+        return _usable_cores()
+    if raw.lower() == "none":
         return None
     try:
         value = int(raw)
@@ -120,9 +122,15 @@ def model_concurrency() -> int | None:
         value = 0
     if value < 1:
         raise ConfigurationError(
-            f"{MODEL_CONCURRENCY_ENV} must be a positive integer, got {raw!r}"
+            f"{MODEL_CONCURRENCY_ENV} must be a positive integer or 'none', got {raw!r}"
         )
     return value
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the platform tells)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
 
 
 #: The statements of one transaction: yields each :class:`~pgmem.store.Statement`, receives its

@@ -59,10 +59,15 @@ def most_at_once(monkeypatch: pytest.MonkeyPatch, setting: str | None) -> int:
 def test_a_limit_makes_calls_take_turns(monkeypatch: pytest.MonkeyPatch) -> None:
     assert most_at_once(monkeypatch, "1") == 1
     assert most_at_once(monkeypatch, "2") <= 2
-    assert most_at_once(monkeypatch, None) > 2  # no limit by default
+    assert most_at_once(monkeypatch, "none") > 2
 
 
-@pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5"])
+def test_by_default_as_many_calls_as_cores_run_model_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(operations, "_usable_cores", lambda: 3)
+    assert 1 < most_at_once(monkeypatch, None) <= 3  # six threads, three at a time
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5", "no"])
 def test_a_bad_limit_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
     monkeypatch.setenv(operations.MODEL_CONCURRENCY_ENV, bad)
     with pytest.raises(ConfigurationError, match="PGMEM_MODEL_CONCURRENCY"):
