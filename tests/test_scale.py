@@ -163,3 +163,28 @@ def test_a_one_percent_scope_through_the_hnsw_index(
     assert {h.user_id for h in hits} == {"small3"}
     exact = exact_similarities(big_db, embedder.embed([query])[0], "small3", 20)
     assert [h.explain.semantic for h in hits] == pytest.approx(exact, abs=0.01)
+
+
+def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``node`` and every node below it."""
+    yield node
+    for child in node.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+@pytest.mark.parametrize("user_id", ["big", "small7"])
+def test_the_neighbour_step_probes_the_scope_index_one_row_at_a_time(
+    big_memory: pgmem.Memory, user_id: str
+) -> None:
+    """Whatever the scope's size, each neighbour is one index-only probe: no scan of the scope
+    or of the tenant's rows."""
+    plan = big_memory.explain_search("Who fixed the garden fence?", user_id=user_id, analyze=True)
+    (step,) = [n for n in plan_nodes(plan["Plan"]) if n.get("Subplan Name") == "CTE neighbours"]
+    (best,) = [n for n in plan_nodes(plan["Plan"]) if n.get("Subplan Name") == "CTE leg_best"]
+    probes = [n for n in plan_nodes(step) if n.get("Index Name") == "memories_user_idx"]
+    assert probes and all(n["Actual Rows"] <= 1 and n["Actual Loops"] >= 5 for n in probes)
+    # The legs' memories are looked up by key; nothing reads rows in bulk.
+    scans = {n["Node Type"] for n in (*plan_nodes(step), *plan_nodes(best)) if "Scan" in n["Node Type"]}
+    assert scans <= {"Index Only Scan", "Index Scan", "CTE Scan", "Subquery Scan"}, scans
+    hits = big_memory.search("Who fixed the garden fence?", user_id=user_id)
+    assert hits and {h.user_id for h in hits} == {user_id}
