@@ -5,8 +5,10 @@
 
 For each question the legs of an ordinary search (``limit=20``: each leg's best
 ``scoring.internal_limit(20)`` candidates) are rebuilt from the saved rows of the whole scope,
-fused with each :class:`pgmem.scoring.Scoring` variant by :func:`pgmem.scoring.fuse` itself, and
-scored as :mod:`benchmarks.retrieval` scores them. Variants are chosen on the ``--fit``
+joined, for profiles with neighbour weights, by the neighbours the search statement's neighbour
+step would add (storage order: the dev file's, ``--data``), fused with each
+:class:`pgmem.scoring.Scoring` variant by :func:`pgmem.scoring.fuse` itself, and scored as
+:mod:`benchmarks.retrieval` scores them. Variants are chosen on the ``--fit``
 conversations and reported on the others too (``check``), so that a choice fitted to some
 conversations shows whether it holds on the rest.
 """
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import dialogues, retrieval
 from benchmarks.metrics import Scores, mean_scores, score_question
 from benchmarks.signals import Candidate, QuestionSignals, TaskSignals
 from pgmem import scoring
@@ -32,8 +35,22 @@ THRESHOLD = 0.1
 DEFAULT_FIT = ("conv-26", "conv-30", "conv-41")
 
 
-def legs(q: QuestionSignals, profile: Scoring) -> list[Candidate]:
-    """The candidates an ordinary search would fuse: the union of the three legs."""
+# Each memory's place in its scope's storage order, by (conversation, text, dialogue ids): the
+# order the dev file gives them, in which benchmarks.retrieval and benchmarks.signals store them.
+Positions = dict[tuple[str, str, tuple[str, ...]], int]
+
+
+def positions(raw: Sequence[dialogues.RawConversation], task: str) -> Positions:
+    """Where each memory of ``task`` stands in its conversation's storage order."""
+    return {
+        (conversation["id"], item.text, item.dia_ids): i
+        for conversation in raw
+        for i, item in enumerate(dialogues.task_memories(conversation, task))
+    }
+
+
+def ranked_legs(q: QuestionSignals, profile: Scoring) -> list[list[Candidate]]:
+    """Each leg's candidates, best first, as the search statement takes them."""
     n = scoring.internal_limit(LIMIT)
     cands = q.candidates
     semantic = sorted(cands, key=lambda c: -c.semantic)[:n]
@@ -47,42 +64,79 @@ def legs(q: QuestionSignals, profile: Scoring) -> list[Candidate]:
         )
 
     entity = [c for c in sorted(cands, key=lambda c: -entity_rank(c)) if entity_rank(c) >= 0][:n]
+    return [semantic, keyword, entity]
+
+
+def legs(q: QuestionSignals, profile: Scoring) -> list[Candidate]:
+    """The candidates an ordinary search would fuse: the union of the three legs."""
     seen: dict[int, Candidate] = {}
-    for c in (*semantic, *keyword, *entity):
+    for c in itertools.chain(*ranked_legs(q, profile)):
         seen.setdefault(id(c), c)
     return list(seen.values())
 
 
-def ranking(q: QuestionSignals, profile: Scoring) -> list[tuple[str, ...]]:
-    """The dialogue ids of the fused top ``LIMIT``."""
+def neighbour_pairs(
+    q: QuestionSignals, profile: Scoring, where: Positions
+) -> set[tuple[int, int]]:
+    """The search statement's neighbour step: (earlier, later) storage positions of the memories
+    stored just before and after each leg's best ``ceil(LIMIT / 2)``."""
+    stored = {where[(q.conversation, c.text, c.dia_ids)] for c in q.candidates}
+    pairs = set()
+    for leg in ranked_legs(q, profile):
+        for c in leg[: (LIMIT + 1) // 2]:
+            p = where[(q.conversation, c.text, c.dia_ids)]
+            if profile.before_weight > 0 and p - 1 in stored:
+                pairs.add((p - 1, p))
+            if profile.after_weight > 0 and p + 1 in stored:
+                pairs.add((p, p + 1))
+    return pairs
+
+
+def ranking(
+    q: QuestionSignals, profile: Scoring, where: Positions | None = None
+) -> list[tuple[str, ...]]:
+    """The dialogue ids of the fused top ``LIMIT``; given the storage order ``where``, after the
+    neighbour step (candidates keyed by storage position)."""
     cands = legs(q, profile)
+    pairs: set[tuple[int, int]] = set()
+    keys: list[int] = list(range(len(cands)))
+    if where is not None:
+        def place(c: Candidate) -> int:
+            return where[(q.conversation, c.text, c.dia_ids)]
+
+        at = {place(c): c for c in q.candidates}
+        pairs = neighbour_pairs(q, profile, where)
+        joining = {p for pair in pairs for p in pair} - {place(c) for c in cands}
+        cands += [at[p] for p in sorted(joining)]
+        keys = [place(c) for c in cands]
+    earlier = {b: a for a, b in pairs}
+    later = {a: b for a, b in pairs}
     signals = [
         scoring.Signals(
-            key=i, semantic=c.semantic, keyword_raw=c.bm25,
-            entity_hits=tuple((s, k) for s, k in c.entity_hits
+            key=k, semantic=c.semantic, keyword_raw=c.bm25,
+            entity_hits=tuple((s, n) for s, n in c.entity_hits
                               if s >= profile.entity_min_similarity),
+            previous=earlier.get(k), next=later.get(k),
         )
-        for i, c in enumerate(cands)
+        for k, c in zip(keys, cands)
     ]
     fused = scoring.fuse(
         signals, n_terms=q.n_terms, keyword_active=q.keyword_active,
         entity_active=q.entity_active, threshold=THRESHOLD, limit=LIMIT, profile=profile,
         n_docs=q.n_docs,
     )
-    return [cands[int(str(f.key))].dia_ids for f in fused]
-
-
-def evaluate(questions: Sequence[QuestionSignals], profile: Scoring) -> dict[str, float]:
-    """Mean scores, recall@10 per category, over ``questions``."""
-    return summarize(score_all(questions, profile))
+    by_key = dict(zip(keys, cands))
+    return [by_key[f.key].dia_ids for f in fused]
 
 
 def score_all(
-    questions: Sequence[QuestionSignals], profile: Scoring
+    questions: Sequence[QuestionSignals], profile: Scoring, where: Positions | None = None
 ) -> list[tuple[QuestionSignals, Scores]]:
-    """Each question with its scores under ``profile``."""
+    """Each question with its scores under ``profile`` (and the neighbour step, given
+    ``where``)."""
     return [
-        (q, score_question(ranking(q, profile), q.question.evidence, q.question.n_relevant))
+        (q, score_question(ranking(q, profile, where), q.question.evidence,
+                           q.question.n_relevant))
         for q in questions
     ]
 
@@ -150,6 +204,20 @@ def _weight_grid(base: Scoring) -> list[Scoring]:
     ]
 
 
+@variants("neighbours")
+def _neighbours() -> list[Scoring]:
+    return [scoring.SEED, *(
+        dataclasses.replace(scoring.DEFAULT, name=f"after {a} before {b} floor {f}",
+                            after_weight=a, before_weight=b, context_min_semantic=f)
+        for a, b, f in itertools.chain(
+            itertools.product((0.0, 0.6, 0.7, 0.75, 0.8, 0.9), (0.0,), (0.1,)),
+            itertools.product((0.75,), (0.4, 0.5, 0.6), (0.1,)),
+            itertools.product((0.75,), (0.5,), (0.15, 0.2, 0.25, 0.3)),
+            itertools.product((0.7, 0.8, 0.9), (0.4, 0.6), (0.25,)),
+        )
+    )]
+
+
 @variants("weights")
 def _weights() -> list[Scoring]:
     return _weight_grid(scoring.DEFAULT)
@@ -187,8 +255,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit", default=",".join(DEFAULT_FIT),
                         help="conversations to choose on (default: %(default)s)")
     parser.add_argument("--variants", default="base", help=", ".join(VARIANTS))
+    parser.add_argument("--data", type=Path, default=retrieval.DEFAULT_DATA,
+                        help="the dev file the signals came from: its order is the storage "
+                        "order the neighbour step follows (default: %(default)s)")
     args = parser.parse_args(argv)
     data: dict[str, TaskSignals] = load(args.signals)
+    raw = dialogues.load_conversations(args.data)
     fit = [c for c in args.fit.split(",") if c]
     profiles = [p for family in args.variants.split(",") for p in VARIANTS[family]()]
     for task, signals in data.items():
@@ -197,8 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"check: {len(parts['check'])})")
         print("| variant | part | " + " | ".join(COLUMNS) + " |")
         fit_set = set(fit)
+        where = positions(raw, task)
         for profile in profiles:
-            results = score_all(signals.questions, profile)
+            results = score_all(signals.questions, profile, where)
             for part in ("fit", "check", "all"):
                 chosen = [
                     (q, sc) for q, sc in results
