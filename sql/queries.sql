@@ -152,7 +152,9 @@ scope_links AS MATERIALIZED (
       FROM ((SELECT m.memory_id, m.entity_id  -- a small scope: by the index of a scope id
                FROM {schema}.memory_entities m
               WHERE m.tenant = %(tenant)s {scope_ids}
-                AND m.memory_id IN (SELECT r.id FROM scope_rows r))  -- the metadata filter
+                -- the metadata filter, as a hashed subplan (IS TRUE: not a join, which a
+                -- table without statistics yet had planned as a nested loop over scope_rows)
+                AND (m.memory_id IN (SELECT r.id FROM scope_rows r)) IS TRUE)
             UNION ALL
             (SELECT me.memory_id, me.entity_id  -- a large one: from its memories
                FROM {schema}.memories m
