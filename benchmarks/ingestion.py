@@ -18,8 +18,7 @@ The wall time of each method splits into:
 - database: time inside the write transactions, from BEGIN to COMMIT (``add`` and ``add_many``
   run no model inside them), timed by the pool's connection class -- the locks, the insert
   statement with its entities, links and events, and the commit;
-- the rest: pgmem's Python between them (validation, parameters, results). A batch's texts are
-  embedded while spaCy analyses them, so the models count as the longer of the two.
+- the rest: pgmem's Python between them (validation, parameters, results).
 
 Target: the database's share of ``add_many``'s wall time at most 25%.
 """
@@ -96,8 +95,7 @@ def result_table(results: Sequence[tuple[int, list[tuple[str, float, dict[str, f
     for base, methods in results:
         add_rate = next(stored / wall for m, wall, _, stored in methods if m == "add")
         for method, wall, parts, stored in methods:
-            # A batch's texts are embedded while spaCy runs: the models count as the longer.
-            rest = wall - max(parts["embedding"], parts["nlp"]) - parts["transaction"]
+            rest = wall - sum(parts.values())
             rows.append((
                 f"{base:,} rows", method, stored, f"{wall:.1f}", f"{stored / wall:.1f}",
                 report.ratio(stored / wall, add_rate),
