@@ -90,7 +90,6 @@ from pgmem.pipeline import (
 )
 
 T = TypeVar("T")
-A = TypeVar("A")
 
 #: How many calls of one ``Memory`` may run model work (NLP, embedding, reranking) at once;
 #: the others wait their turn. See :func:`model_concurrency`.
@@ -775,9 +774,9 @@ class Operations:
     def _batch_params(
         self, items: Sequence[NewMemory], dim: int, dedupe: bool, text_search: TextSearch
     ) -> Row:
-        """Lemmatize a batch together while its texts (but for items that bring their
-        embedding) are embedded in one call, then embed the entity names not embedded before (a
-        cache keeps the names' vectors)."""
+        """Lemmatize a batch together and embed it in one call: the texts (but for items that
+        bring their embedding), and the entity names not embedded before (a cache keeps the
+        names' vectors)."""
         for item in items:
             if item.embedding is not None and item.embedding.shape[0] != dim:
                 raise DimensionMismatchError(
@@ -785,15 +784,12 @@ class Operations:
                     f"schema stores {dim}-dimensional ones"
                 )
         with self._model_turn():
-            analyses, text_vectors = self._embedding_while(
-                [item.text for item in items if item.embedding is None], dim,
-                functools.partial(text_search.analyze_many, [item.text for item in items]),
-            )
+            analyses = text_search.analyze_many([item.text for item in items])
             entities = batch_entities(analyses)
-            names = cached_embeddings(
-                self.embedder, [], entities.surfaces, dim, self._entity_vectors
+            vectors = cached_embeddings(
+                self.embedder, [item.text for item in items if item.embedding is None],
+                entities.surfaces, dim, self._entity_vectors,
             )
-            vectors = np.concatenate([text_vectors, names])
         return insert_params(
             self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
             text_search=text_search,
@@ -823,26 +819,16 @@ class Operations:
     def _query_vectors(
         self, query: str, dim: int, text_search: TextSearch
     ) -> tuple[Analysis, Vectors]:
-        """A query's analysis, and the vectors of the query and its entities: the query is
-        embedded while spaCy analyses it, then the entity names the cache has not seen."""
+        """A query's analysis, and the vectors of the query and its entities. The query is
+        embedded while spaCy analyses it -- the model releases the GIL for most of its work, so
+        on two cores the two overlap -- then the entity names the cache has not seen."""
         with self._model_turn():
-            analysis, query_vector = self._embedding_while(
-                [query], dim, functools.partial(text_search.analyze, query)
-            )
+            embedded = self._overlap.submit(checked_embeddings, self.embedder, [query], dim)
+            analysis = text_search.analyze(query)
+            query_vector = embedded.result()
             names = [entity.surface for entity in query_entities(analysis)]
             entity_vectors = cached_embeddings(self.embedder, [], names, dim, self._entity_vectors)
         return analysis, np.concatenate([query_vector, entity_vectors])
-
-    def _embedding_while(
-        self, texts: Sequence[str], dim: int, analyze: Callable[[], A]
-    ) -> tuple[A, Vectors]:
-        """``analyze()``, run while ``texts`` are embedded on another thread: the model and
-        spaCy release the GIL for most of their work, so on two cores the two overlap (a query:
-        22.2 ms one after the other, 18.7 side by side, torch on one thread)."""
-        if not texts:
-            return analyze(), np.empty((0, dim), dtype=np.float32)
-        embedded = self._overlap.submit(checked_embeddings, self.embedder, texts, dim)
-        return analyze(), embedded.result()
 
     def _text_search(self, ts_config: object) -> Operation[TextSearch]:
         """How a call's lexemes are made: in ``ts_config`` (None: the Memory's configuration),
