@@ -205,7 +205,9 @@ class Memory(operations.Configured):
         ``on_progress(done, total)`` is called. When a batch fails, the batches before it stay
         written (``on_progress`` has said how many); inside a transaction of the caller's
         connection, every batch commits or rolls back with it. ``dedupe`` works as in
-        :meth:`add`, also between items of the call.
+        :meth:`add`, also between items of the call. The items are stored in their order: each
+        gets its statement's start time plus a microsecond per item before it as ``created_at``
+        (unless it brings its own), which :meth:`get_all` and the search's neighbour step follow.
 
         Returns one :class:`AddResult` per item, in item order.
 
