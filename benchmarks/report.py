@@ -31,6 +31,7 @@ rewrites its own section of this file (text outside the `BEGIN`/`END` markers is
 ```
 python -m benchmarks.corpus prepare        # once: embed and analyse the 100,000-row corpus (cached)
 python -m benchmarks.latency               # search latency at 10k and 100k memories vs bare pgvector
+                                           #   (--torch-threads 0: torch's threads; --embedder onnx)
 python -m benchmarks.scale                 # SQL time per leg at 10k, 100k and 1M memories
 python -m benchmarks.ingestion             # add / add_many rate and the database's share
 python -m benchmarks.concurrency           # 1, 4 and 16 threads sharing one Memory
