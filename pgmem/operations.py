@@ -68,6 +68,7 @@ logger = logging.getLogger(__name__)
 from pgmem.pipeline import (
     LEGS,
     MAX_EF_SEARCH,
+    MIN_EF_SEARCH,
     SearchPlan,
     SearchRequest,
     Vectors,
@@ -375,8 +376,10 @@ def search_settings(
 ) -> Statement[None]:
     """The statement setting what the search statement runs with."""
     # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to pgvector's
-    # maximum, beyond which the iterative scan goes on fetching.
-    ef_search = min(scoring.internal_limit(request.limit), MAX_EF_SEARCH)
+    # maximum, beyond which the iterative scan goes on fetching -- and never below pgvector's
+    # default, MIN_EF_SEARCH: with 20 (a limit of 10) a walk through a graph of near-duplicate
+    # clusters ended in the wrong cluster about one search in six (tests/test_halfvec.py).
+    ef_search = min(max(scoring.internal_limit(request.limit), MIN_EF_SEARCH), MAX_EF_SEARCH)
     return store.search_settings(ef_search if capabilities.iterative_scan else None)
 
 

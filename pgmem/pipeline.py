@@ -46,6 +46,7 @@ T = TypeVar("T")
 Vectors = npt.NDArray[np.float32]
 LEGS = ("semantic", "keyword", "entity")
 MAX_EF_SEARCH = 1000  # pgvector rejects a larger hnsw.ef_search
+MIN_EF_SEARCH = 40  # pgvector's default hnsw.ef_search
 # The search statement reads a scope of at most this many memories row by row (exact cosine,
 # each memory matched against the keywords) and searches a larger one through the HNSW and GIN
 # indexes. Row by row costs 1-2 us a memory; a filtered HNSW walk over a scope that is a small
