@@ -19,7 +19,6 @@ Needs the ``mcp`` extra: ``pip install 'pgmem[mcp]'``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
@@ -30,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from pgmem.aio import AsyncMemory
 from pgmem.errors import NotFoundError, PgmemError, ScopeError
-from pgmem.results import AddResult, HistoryEvent, MemoryRecord, SearchHit
+from pgmem.results import AddResult, HistoryEvent, MemoryRecord, SearchHit, jsonable
 
 __all__ = ["SCOPE_KEYS", "create_server", "serve"]
 
@@ -257,8 +256,6 @@ def _record(record: MemoryRecord) -> dict[str, Any]:
 
 
 def _hit(hit: SearchHit) -> dict[str, Any]:
-    explain = dataclasses.asdict(hit.explain)
-    explain["context_from"] = hit.explain.context_from and str(hit.explain.context_from)
     return {
         "id": str(hit.id),
         "text": hit.text,
@@ -266,7 +263,7 @@ def _hit(hit: SearchHit) -> dict[str, Any]:
         **_scope_of(hit),
         "metadata": hit.metadata,
         "created_at": hit.created_at.isoformat(),
-        "explain": {k: list(v) if isinstance(v, tuple) else v for k, v in explain.items()},
+        "explain": jsonable(hit.explain),
     }
 
 

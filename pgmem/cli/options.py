@@ -4,7 +4,6 @@ and output formatting."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import shutil
 import sys
@@ -13,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from pgmem.errors import InvalidInputError, ScopeError
-from pgmem.results import MemoryRecord, SearchHit
+from pgmem.results import MemoryRecord, SearchHit, jsonable
 
 if TYPE_CHECKING:
     from pgmem.cli.session import Session
@@ -81,19 +80,6 @@ def json_arg(value: str | None, what: str, error: type[InvalidInputError]) -> An
     if not isinstance(parsed, dict):
         raise error(f"{what} must be a JSON object, got {type(parsed).__name__}")
     return parsed
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` (result dataclasses, lists, dicts, UUIDs, datetimes) as plain JSON values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)  # UUID, datetime
 
 
 def print_json(value: Any) -> None:
