@@ -67,22 +67,22 @@ def ranked_legs(q: QuestionSignals, profile: Scoring) -> list[list[Candidate]]:
     return [semantic, keyword, entity]
 
 
-def legs(q: QuestionSignals, profile: Scoring) -> list[Candidate]:
+def union(ranked: list[list[Candidate]]) -> list[Candidate]:
     """The candidates an ordinary search would fuse: the union of the three legs."""
     seen: dict[int, Candidate] = {}
-    for c in itertools.chain(*ranked_legs(q, profile)):
+    for c in itertools.chain(*ranked):
         seen.setdefault(id(c), c)
     return list(seen.values())
 
 
 def neighbour_pairs(
-    q: QuestionSignals, profile: Scoring, where: Positions
+    q: QuestionSignals, profile: Scoring, ranked: list[list[Candidate]], where: Positions
 ) -> set[tuple[int, int]]:
     """The search statement's neighbour step: (earlier, later) storage positions of the memories
     stored just before and after each leg's best ``ceil(LIMIT / 2)``."""
     stored = {where[(q.conversation, c.text, c.dia_ids)] for c in q.candidates}
     pairs = set()
-    for leg in ranked_legs(q, profile):
+    for leg in ranked:
         for c in leg[: (LIMIT + 1) // 2]:
             p = where[(q.conversation, c.text, c.dia_ids)]
             if profile.before_weight > 0 and p - 1 in stored:
@@ -97,7 +97,8 @@ def ranking(
 ) -> list[tuple[str, ...]]:
     """The dialogue ids of the fused top ``LIMIT``; given the storage order ``where``, after the
     neighbour step (candidates keyed by storage position)."""
-    cands = legs(q, profile)
+    ranked = ranked_legs(q, profile)
+    cands = union(ranked)
     pairs: set[tuple[int, int]] = set()
     keys: list[int] = list(range(len(cands)))
     if where is not None:
@@ -105,7 +106,7 @@ def ranking(
             return where[(q.conversation, c.text, c.dia_ids)]
 
         at = {place(c): c for c in q.candidates}
-        pairs = neighbour_pairs(q, profile, where)
+        pairs = neighbour_pairs(q, profile, ranked, where)
         joining = {p for pair in pairs for p in pair} - {place(c) for c in cands}
         cands += [at[p] for p in sorted(joining)]
         keys = [place(c) for c in cands]
