@@ -20,6 +20,7 @@ from typing import Any
 
 from pgmem.errors import ConfigurationError
 from pgmem.lazy import Lazy
+from pgmem.spacy_ops import use_numpy_matmul
 
 logger = logging.getLogger(__name__)
 
@@ -166,9 +167,11 @@ class TextAnalyzer:
         # becomes a VERB and its lemma a stop word); NER has a token-to-vector layer of its own.
         for name in candidates:
             try:
-                return spacy.load(name, exclude=["senter"])
+                nlp = spacy.load(name, exclude=["senter"])
             except OSError:
                 continue
+            use_numpy_matmul(nlp)
+            return nlp
         if self._model:
             raise ConfigurationError(f"spaCy model {self._model!r} is not installed")
         logger.warning(
