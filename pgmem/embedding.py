@@ -132,6 +132,10 @@ class OnnxEmbedder:
     ``quantized`` uses int8 weights (dynamic quantisation of the exported model). Writes are
     atomic renames, so processes that start together cannot read a half-written file.
     ``threads``: ONNX Runtime's intra-op threads (None: its default, one per core).
+    ``spinning``: whether those threads spin waiting for work between runs (ONNX Runtime's
+    default). Off here: a search analyses its query with spaCy while the query embeds, and
+    spinning threads took that thread's core (search p50 at 10,000 memories 16.6 ms with
+    spinning, 13.4 without; the embedding alone 4.2 and 4.6 ms).
     """
 
     def __init__(
@@ -142,11 +146,13 @@ class OnnxEmbedder:
         cache: str | Path | None = None,
         batch_size: int = 64,
         threads: int | None = None,
+        spinning: bool = False,
     ) -> None:
         self.model_name = model or default_model()
         self.quantized = quantized
         self.batch_size = batch_size
         self.threads = threads
+        self.spinning = spinning
         self._cache = Path(cache) if cache is not None else None
         self._runtime: Lazy[tuple[Any, Any, list[str]]] = Lazy(self._load)
 
@@ -202,6 +208,9 @@ class OnnxEmbedder:
         tokenizer.enable_truncation(int(settings["max_seq_length"]))
         options = onnxruntime.SessionOptions()
         options.inter_op_num_threads = 1
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if self.spinning else "0"
+        )
         if self.threads is not None:
             options.intra_op_num_threads = self.threads
         session = onnxruntime.InferenceSession(

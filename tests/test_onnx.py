@@ -82,3 +82,14 @@ def test_memory_takes_the_backend_by_name(
         memory.add_many(TEXTS[:2] + ["Melanie paints sunsets by the lake."], user_id="u")
         hits = memory.search("Who went to a support group?", user_id="u", limit=3)
     assert hits[0].text == TEXTS[0]
+
+
+def test_the_runtime_threads_do_not_spin_unless_asked(cache: Path, onnx: OnnxEmbedder) -> None:
+    onnx.embed(TEXTS[:1])
+    session = onnx._runtime.get()[0]
+    assert session.get_session_options().get_session_config_entry(
+        "session.intra_op.allow_spinning") == "0"
+    spinning = OnnxEmbedder(spinning=True)
+    spinning.embed(TEXTS[:1])
+    options = spinning._runtime.get()[0].get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
