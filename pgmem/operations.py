@@ -27,7 +27,14 @@ import numpy as np
 from psycopg import sql
 
 from pgmem import scoring, validate
-from pgmem.embedding import VectorCache, cached_embeddings, checked_embeddings, make_embedder
+from pgmem.embedding import (
+    VectorCache,
+    cached_embeddings,
+    checked_embeddings,
+    embeds_beside_analysis,
+    make_embedder,
+    usable_cores,
+)
 from pgmem.embedding_space import (
     RECHECK_SECONDS,
     EmbeddingSpace,
@@ -114,7 +121,7 @@ def model_concurrency() -> int | None:
     """
     raw = os.environ.get(MODEL_CONCURRENCY_ENV, "").strip()
     if not raw:
-        return _usable_cores()
+        return usable_cores()
     if raw.lower() == "none":
         return None
     try:
@@ -126,12 +133,6 @@ def model_concurrency() -> int | None:
             f"{MODEL_CONCURRENCY_ENV} must be a positive integer or 'none', got {raw!r}"
         )
     return value
-
-
-def _usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, where the platform tells)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
 
 
 #: The statements of one transaction: yields each :class:`~pgmem.store.Statement`, receives its
@@ -824,11 +825,17 @@ class Operations:
     ) -> tuple[Analysis, Vectors]:
         """A query's analysis, and the vectors of the query and its entities. The query is
         embedded while spaCy analyses it -- the model releases the GIL for most of its work, so
-        on two cores the two overlap -- then the entity names the cache has not seen."""
+        on two cores the two overlap -- unless the embedder says it would starve the analysis
+        (:func:`~pgmem.embedding.embeds_beside_analysis`: torch with a thread per core); then
+        the entity names the cache has not seen."""
         with self._model_turn():
-            embedded = self._overlap.submit(checked_embeddings, self.embedder, [query], dim)
-            analysis = text_search.analyze(query)
-            query_vector = embedded.result()
+            if embeds_beside_analysis(self.embedder):
+                embedded = self._overlap.submit(checked_embeddings, self.embedder, [query], dim)
+                analysis = text_search.analyze(query)
+                query_vector = embedded.result()
+            else:
+                query_vector = checked_embeddings(self.embedder, [query], dim)
+                analysis = text_search.analyze(query)
             names = [entity.surface for entity in query_entities(analysis)]
             entity_vectors = cached_embeddings(self.embedder, [], names, dim, self._entity_vectors)
         return analysis, np.concatenate([query_vector, entity_vectors])

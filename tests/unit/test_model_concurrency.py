@@ -63,7 +63,7 @@ def test_a_limit_makes_calls_take_turns(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_by_default_as_many_calls_as_cores_run_model_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(operations, "_usable_cores", lambda: 3)
+    monkeypatch.setattr(operations, "usable_cores", lambda: 3)
     assert 1 < most_at_once(monkeypatch, None) <= 3  # six threads, three at a time
 
 
