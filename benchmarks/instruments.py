@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 import pgmem
+from pgmem.embedding import embeds_beside_analysis
 from pgmem.nlp import Analysis
 
 
@@ -79,6 +80,11 @@ class TimedEmbedder:
     def embed(self, texts: Sequence[str]) -> Any:
         with CLOCK.timing("embedding"):
             return self.inner.embed(texts)
+
+    @property
+    def overlaps_analysis(self) -> bool:
+        """The inner embedder's answer (pgmem.embedding.embeds_beside_analysis)."""
+        return embeds_beside_analysis(self.inner)
 
 
 class TimedAnalyzer(pgmem.TextAnalyzer):
