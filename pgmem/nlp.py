@@ -20,7 +20,7 @@ from typing import Any
 
 from pgmem.errors import ConfigurationError
 from pgmem.lazy import Lazy
-from pgmem.spacy_ops import use_numpy_matmul
+from pgmem.spacy_ops import one_blas_thread, use_numpy_matmul
 
 logger = logging.getLogger(__name__)
 
@@ -141,15 +141,18 @@ class TextAnalyzer:
         """Lemmas and entities of one text (a query): the pipeline called on it directly,
         without :meth:`analyze_many`'s batching, which costs more than it saves for one text."""
         nlp, with_entities, stop_words = self._pipeline_facts()
-        return _analysis(nlp(text), with_entities, stop_words)
+        with one_blas_thread():
+            doc = nlp(text)
+        return _analysis(doc, with_entities, stop_words)
 
     def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
         """Lemmas and entities of each text, in order."""
         nlp, with_entities, stop_words = self._pipeline_facts()
-        return [
-            _analysis(doc, with_entities, stop_words)
-            for doc in nlp.pipe(texts, batch_size=batch_size)
-        ]
+        with one_blas_thread():
+            return [
+                _analysis(doc, with_entities, stop_words)
+                for doc in nlp.pipe(texts, batch_size=batch_size)
+            ]
 
     def _load(self) -> Any:
         try:
