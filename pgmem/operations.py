@@ -780,24 +780,44 @@ class Operations:
     ) -> Row:
         """Lemmatize a batch together and embed it in one call: the texts (but for items that
         bring their embedding), and the entity names not embedded before (a cache keeps the
-        names' vectors)."""
+        names' vectors). One memory's text embeds during its analysis instead, where the
+        embedder gains from that (:func:`~pgmem.embedding.embeds_beside_analysis`)."""
         for item in items:
             if item.embedding is not None and item.embedding.shape[0] != dim:
                 raise DimensionMismatchError(
                     f"an item brings a {item.embedding.shape[0]}-dimensional embedding but the "
                     f"schema stores {dim}-dimensional ones"
                 )
+        texts = [item.text for item in items]
         with self._model_turn():
-            analyses = text_search.analyze_many([item.text for item in items])
-            entities = batch_entities(analyses)
-            vectors = cached_embeddings(
-                self.embedder, [item.text for item in items if item.embedding is None],
-                entities.surfaces, dim, self._entity_vectors,
-            )
+            if len(items) == 1 and items[0].embedding is None and embeds_beside_analysis(
+                self.embedder
+            ):
+                # One memory (an add, which its caller waits on): its text embeds while spaCy
+                # analyses it, then the entity names not embedded before.
+                analyses, text_vector = self._embed_beside(
+                    texts[0], dim, functools.partial(text_search.analyze_many, texts)
+                )
+                entities = batch_entities(analyses)
+                vectors = np.concatenate([text_vector, cached_embeddings(
+                    self.embedder, [], entities.surfaces, dim, self._entity_vectors
+                )])
+            else:
+                analyses = text_search.analyze_many(texts)
+                entities = batch_entities(analyses)
+                vectors = cached_embeddings(
+                    self.embedder, [item.text for item in items if item.embedding is None],
+                    entities.surfaces, dim, self._entity_vectors,
+                )
         return insert_params(
             self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
             text_search=text_search,
         )
+
+    def _embed_beside(self, text: str, dim: int, analyze: Callable[[], T]) -> tuple[T, Vectors]:
+        """``analyze()``, and the vector of ``text`` embedded meanwhile in another thread."""
+        embedded = self._overlap.submit(checked_embeddings, self.embedder, [text], dim)
+        return analyze(), embedded.result()
 
     def _analyze(self, text: str, dim: int, text_search: TextSearch) -> tuple[Analysis, Vectors]:
         """A text's analysis, and the vectors of the text and its entities."""
@@ -830,9 +850,9 @@ class Operations:
         the entity names the cache has not seen."""
         with self._model_turn():
             if embeds_beside_analysis(self.embedder):
-                embedded = self._overlap.submit(checked_embeddings, self.embedder, [query], dim)
-                analysis = text_search.analyze(query)
-                query_vector = embedded.result()
+                analysis, query_vector = self._embed_beside(
+                    query, dim, functools.partial(text_search.analyze, query)
+                )
             else:
                 query_vector = checked_embeddings(self.embedder, [query], dim)
                 analysis = text_search.analyze(query)

@@ -72,3 +72,30 @@ def test_torch_overlaps_only_when_it_leaves_a_core_free() -> None:
 def test_onnx_overlaps_unless_its_threads_spin() -> None:
     assert OnnxEmbedder().overlaps_analysis is True
     assert OnnxEmbedder(spinning=True).overlaps_analysis is False
+
+
+@pytest.mark.parametrize("overlaps", [True, False])
+def test_one_added_memory_embeds_beside_its_analysis_a_batch_in_one_call(overlaps: bool) -> None:
+    from pgmem.validate import NewMemory, Scope
+
+    embedder, analyzer = ThreadRecordingEmbedder(overlaps), ThreadRecordingAnalyzer()
+    analyzer.analyze_many = lambda texts, batch_size=64: [  # type: ignore[method-assign]
+        analyzer.analyze(text) for text in texts
+    ]
+    ops = operations.Operations(
+        embedder=embedder, nlp=analyzer, reranker=None, schema="pgmem", tenant="t",
+        keyword_score="bm25", max_text_length=100,
+    )
+    scope = Scope(tenant="t", user_id="u")
+    one = [NewMemory(scope=scope, text="the crate is blue", metadata={})]
+    params = ops._batch_params(one, 4, True, ops.languages.get())
+    assert len(params["embeddings"]) == 1
+    caller = threading.current_thread().name
+    if overlaps:
+        assert embedder.threads[0].startswith("pgmem-embed")
+    else:
+        assert embedder.threads == [caller]
+    embedder.threads.clear()
+    two = [*one, NewMemory(scope=scope, text="the box is red", metadata={})]
+    ops._batch_params(two, 4, True, ops.languages.get())
+    assert embedder.threads == [caller]  # a batch: one call, where its analysis ran
