@@ -324,7 +324,7 @@ WITH item AS (
                 ELSE i.ord END AS first_ord
       FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
                   %(texts)s::text[], %(content_hashes)s::text[], %(metadata)s::jsonb[],
-                  %(embeddings)s::vector[], %(lexemes)s::text[], %(lexeme_counts)s::int[],
+                  %(embeddings)b::vector[], %(lexemes)s::text[], %(lexeme_counts)s::int[],
                   %(ids)s::uuid[], %(created_ats)s::timestamptz[],
                   %(updated_ats)s::timestamptz[])
            WITH ORDINALITY AS i(user_id, agent_id, run_id, text, content_hash, metadata,
@@ -383,7 +383,7 @@ memory AS (
 variant AS (
     SELECT v.ord AS variant, v.name, v.label, v.embedding
       FROM unnest(%(entity_names)s::text[], %(entity_labels)s::text[],
-                  %(entity_embeddings)s::vector[]) WITH ORDINALITY AS v(name, label, embedding, ord)
+                  %(entity_embeddings)b::vector[]) WITH ORDINALITY AS v(name, label, embedding, ord)
 ),
 occurrence AS (
     SELECT o.ord, f.id AS memory_id, f.user_id, f.agent_id, f.run_id, v.name, v.label,
@@ -539,7 +539,7 @@ entity AS (
     INSERT INTO {schema}.entities AS e (tenant, name, label, embedding)
     SELECT %(tenant)s, n.name, n.label, n.embedding
       FROM unnest(%(entity_names)s::text[], %(entity_labels)s::text[],
-                  %(entity_embeddings)s::vector[]) AS n(name, label, embedding)
+                  %(entity_embeddings)b::vector[]) AS n(name, label, embedding)
      WHERE %(relink)s::boolean AND EXISTS (SELECT FROM old)
      ORDER BY n.name
         ON CONFLICT (tenant, name) DO UPDATE SET name = EXCLUDED.name

@@ -111,14 +111,14 @@ SELECT e.tenant, e.id, e.name AS text, e.name AS content_hash
 UPDATE {schema}.memories m
    SET embedding_next = v.embedding
   FROM unnest(%(tenants)s::text[], %(ids)s::uuid[], %(hashes)s::text[],
-              %(embeddings)s::vector[]) AS v(tenant, id, content_hash, embedding)
+              %(embeddings)b::vector[]) AS v(tenant, id, content_hash, embedding)
  WHERE m.tenant = v.tenant AND m.id = v.id AND m.content_hash = v.content_hash
 
 -- name: reembed_entities_write
 UPDATE {schema}.entities e
    SET embedding_next = v.embedding
   FROM unnest(%(tenants)s::text[], %(ids)s::uuid[], %(hashes)s::text[],
-              %(embeddings)s::vector[]) AS v(tenant, id, name, embedding)
+              %(embeddings)b::vector[]) AS v(tenant, id, name, embedding)
  WHERE e.tenant = v.tenant AND e.id = v.id AND e.name = v.name
 
 -- name: reembed_memories_todo_index
