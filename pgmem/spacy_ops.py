@@ -3,7 +3,7 @@
 thinc, under spaCy's models, multiplies matrices with its bundled BLIS kernels, which here run
 at well under half the speed of NumPy's BLAS (OpenBLAS) on one thread: a query's (12 × 288) by
 (288 × 288) product takes 143 µs with BLIS and 60 µs with OpenBLAS; a batch of 64 short texts'
-(1280 × 288) one 6.9 ms and 2.3 ms. A question's analysis took 5.4 ms before and 4.2 ms after,
+(1280 × 288) one 6.9 ms and 2.3 ms. A question's analysis took 5.4 ms before and 4.3 ms after,
 ``add_many``'s analysis of the 3,970 dev texts 19.5 s and 13.5 s, with the same lemmas and
 entities on every one of them (tests/test_nlp.py compares).
 
