@@ -109,6 +109,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgmem.errors import FilterError
+from pgmem.queries import NO_FILTER
 from pgmem.validate import is_utf8
 
 if TYPE_CHECKING:
@@ -139,7 +140,6 @@ _SCALAR_TYPES = "str, int, float, bool or None"
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 
-_TRUE = sql.SQL("TRUE")
 _JOINERS = {"AND": sql.SQL(" AND "), "OR": sql.SQL(" OR ")}
 # Marks the parentheses _join adds, so _parenthesise does not add a second pair.
 _OPEN, _CLOSE = sql.SQL("("), sql.SQL(")")
@@ -204,9 +204,9 @@ def compile_filters(
             f"prefix must be a letter or underscore then word characters, got {prefix!r}"
         )
     if filters is None:
-        return _TRUE, {}
+        return NO_FILTER, {}
     if isinstance(filters, Mapping) and not filters:
-        return _TRUE, {}
+        return NO_FILTER, {}
     compiler = _Compiler(sql.SQL(column), prefix)
     condition = _compile_filter(filters, "filters", 1, compiler)
     return condition, compiler.params

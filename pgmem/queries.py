@@ -48,12 +48,26 @@ class Queries:
     def __init__(self, schema: str, blocks: Mapping[str, str] | None = None) -> None:
         self.schema = sql.Identifier(schema)
         self.blocks = blocks
+        # Statements without a metadata filter, by name and scope ids: composed once (a
+        # search statement's composition was 60 µs of every search).
+        self._unfiltered: dict[tuple[str, tuple[str, ...]], sql.Composed] = {}
 
     def get(
         self, name: str, filters: sql.Composable = NO_FILTER, scope_ids: Iterable[str] = ()
     ) -> sql.Composed:
         """Statement ``name`` with the schema, the scope (comparing ``scope_ids``, of
         :data:`SCOPE_IDS`) and ``filters`` composed in."""
+        if filters is not NO_FILTER:
+            return self._compose(name, filters, scope_ids)
+        key = (name, tuple(scope_ids))
+        composed = self._unfiltered.get(key)
+        if composed is None:
+            composed = self._unfiltered[key] = self._compose(name, filters, key[1])
+        return composed
+
+    def _compose(
+        self, name: str, filters: sql.Composable, scope_ids: Iterable[str]
+    ) -> sql.Composed:
         raw = raw_queries() if self.blocks is None else self.blocks
         ids = sql.SQL(" ").join(sql.SQL(raw[f"scope_{column}"]) for column in scope_ids)
         scope = sql.SQL(raw["scope"]).format(scope_ids=ids, filters=filters)

@@ -25,7 +25,7 @@ answers a question rarely repeats its words; the question does.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -167,11 +167,24 @@ class Scoring:
 
     def normalize_keyword(self, raw: float | None, n_terms: int, n_docs: float | None) -> float:
         """A raw keyword score (BM25 scale) as a 0..1 signal; ``n_docs``: the scope's size."""
-        if raw is None or raw <= 0:
-            return 0.0
+        return self.keyword_normalizer(n_terms, n_docs)(raw)
+
+    def keyword_normalizer(
+        self, n_terms: int, n_docs: float | None
+    ) -> Callable[[float | None], float]:
+        """:meth:`normalize_keyword` for one query (its terms and scope), what depends on them
+        worked out once."""
+        stretch = 1.0
         if self.keyword == "log-n" and n_docs:
-            raw *= max(1.0, bm25_idf(self.reference_docs, 1) / bm25_idf(n_docs, 1))
-        return sigmoid(raw, *sigmoid_params(n_terms))
+            stretch = max(1.0, bm25_idf(self.reference_docs, 1) / bm25_idf(n_docs, 1))
+        midpoint, steepness = sigmoid_params(n_terms)
+
+        def normalize(raw: float | None) -> float:
+            if raw is None or raw <= 0:
+                return 0.0
+            return sigmoid(raw * stretch, midpoint, steepness)
+
+        return normalize
 
     def entity_similarity(self, similarity: float) -> float:
         """The weight of one entity match of this ``similarity`` (0 below the floor)."""
@@ -258,11 +271,9 @@ def fuse(
         return []
     # (semantic, keyword, entity, total) of every candidate: its neighbours may need them.
     parts: dict[object, tuple[float, float, float, float]] = {}
+    normalize_keyword = profile.keyword_normalizer(n_terms, n_docs)
     for c in candidates:
-        keyword = (
-            profile.normalize_keyword(c.keyword_raw, n_terms, n_docs)
-            if keyword_active else 0.0
-        )
+        keyword = normalize_keyword(c.keyword_raw) if keyword_active else 0.0
         entity = profile.entity_boost(c.entity_hits) if entity_active else 0.0
         semantic = profile.semantic_weight * c.semantic if semantic_active else 0.0
         parts[c.key] = (semantic, keyword, entity,

@@ -25,3 +25,26 @@ def test_no_string_literal_holds_a_comment_marker() -> None:
         before = line.split("--", 1)[0]
         assert before.count("'") % 2 == 0, f"a -- inside a string literal: {line!r}"
     assert all("--" not in block for block in raw_queries().values())
+
+
+def test_unfiltered_statements_are_composed_once_per_scope_shape() -> None:
+    from psycopg import sql
+
+    from pgmem.filters import compile_filters
+    from pgmem.queries import NO_FILTER, Queries
+
+    queries = Queries("pgmem")
+    by_user = queries.get("search", NO_FILTER, ["user_id"])
+    assert queries.get("search", NO_FILTER, ["user_id"]) is by_user
+    by_agent = queries.get("search", NO_FILTER, ["agent_id"])
+    assert by_agent is not by_user
+    text = by_user.as_string(None)
+    assert "m.user_id = %(user_id)s" in text and "m.agent_id =" not in text
+    assert "m.agent_id = %(agent_id)s" in by_agent.as_string(None)
+    assert compile_filters(None)[0] is NO_FILTER  # no filter: the cached statement
+    condition, _ = compile_filters({"city": "Paris"})
+    filtered = queries.get("search", condition, ["user_id"])
+    assert filtered is not queries.get("search", condition, ["user_id"])
+    assert "metadata @>" in filtered.as_string(None)
+    assert Queries("other").get("search", NO_FILTER, ["user_id"]).as_string(None) != text
+    assert isinstance(by_user, sql.Composed)
