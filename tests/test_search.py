@@ -396,3 +396,22 @@ def test_before_the_first_analyze_the_entity_leg_does_not_loop_over_the_scope(
     (links,) = [n for n in _nodes(plan["Plan"]) if n.get("Subplan Name") == "CTE scope_links"]
     assert not [n for n in _nodes(links) if n["Node Type"] == "Nested Loop"
                 and n["Actual Loops"] > 0], "the filter must not be a join the planner can loop"
+
+
+def test_vectors_travel_in_binary_on_writes_too(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    """An insert's vector arrays are sent at four bytes a dimension, not as text (psycopg
+    writes a list of vectors as text unless the placeholder asks for binary: ~12 bytes a
+    dimension)."""
+    texts = [f"note number {n} about the garden and the weather" for n in range(10)]
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        mem = pgmem.Memory(conn, embedder=embedder, nlp=analyzer)
+        mem.add("warm up", user_id="u1")
+        with Traced(conn) as trace:
+            added = mem.add_many(texts, user_id="u1")
+    assert len(added) == 10
+    binds = [int(line.split("\t")[1]) for line in trace.sent("Bind")]
+    vectors_bytes = 10 * 384 * 4
+    # the insert's Bind carries the ten vectors (and texts, lexemes, ...): binary fits in 2x
+    assert any(vectors_bytes < size < 2 * vectors_bytes for size in binds), binds
