@@ -1,7 +1,7 @@
 """The analysis against the full spaCy pipeline as spaCy loads it: the fast paths (the pipeline
-called on one text, its facts read once; batches multiplied with NumPy) find the same lemmas and
-entities, on LoCoMo's dev questions when ``../shared/data`` is there and on questions written
-here."""
+called on one text, its facts read once; the networks multiplying with NumPy on one OpenBLAS
+thread) find the same lemmas and entities, alone and in batches, on LoCoMo's dev questions when
+``../shared/data`` is there and on questions written here."""
 
 from __future__ import annotations
 
