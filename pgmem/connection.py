@@ -364,7 +364,10 @@ class Connector:
     ) -> Iterator[tuple[psycopg.Connection, ServerCapabilities]]:
         """A connection inside a transaction -- pgmem's own, or a savepoint in the caller's (see
         :func:`transaction_mode`) -- and what its server can do; in psycopg's pipeline mode
-        with ``pipeline`` (BEGIN travels with the first statements, COMMIT with the sync).
+        with ``pipeline`` (the statements between BEGIN and COMMIT travel together up to each
+        result the steps read: an add's are BEGIN, the model check, the locks and insert,
+        the sync, COMMIT -- five round trips; opening the pipeline before the transaction
+        made psycopg sync after BEGIN and before COMMIT, which saved none).
         Errors leave as :class:`~pgmem.errors.PgmemError` subclasses (see :func:`retryable`)."""
         with self._lend() as (conn, _, capabilities, attempt), wrap_db_errors(), conn.transaction():
             if pipeline:
