@@ -76,6 +76,7 @@ from pgmem.pipeline import (
     LEGS,
     MAX_EF_SEARCH,
     MIN_EF_SEARCH,
+    BatchEntities,
     SearchPlan,
     SearchRequest,
     Vectors,
@@ -83,7 +84,6 @@ from pgmem.pipeline import (
     batch_entities,
     decode_cursor,
     delete_params,
-    embedding_inputs,
     fuse_rows,
     history_events,
     insert_params,
@@ -789,22 +789,22 @@ class Operations:
                     f"schema stores {dim}-dimensional ones"
                 )
         texts = [item.text for item in items]
+
+        def analyzed() -> tuple[list[Analysis], BatchEntities]:
+            analyses = text_search.analyze_many(texts)
+            return analyses, batch_entities(analyses)
+
         with self._model_turn():
             if len(items) == 1 and items[0].embedding is None and embeds_beside_analysis(
                 self.embedder
             ):
                 # One memory (an add, which its caller waits on): its text embeds while spaCy
-                # analyses it, then the entity names not embedded before.
-                analyses, text_vector = self._embed_beside(
-                    texts[0], dim, functools.partial(text_search.analyze_many, texts)
+                # analyses it.
+                (analyses, entities), vectors = self._embedded_beside(
+                    texts[0], dim, analyzed, lambda found: found[1].surfaces
                 )
-                entities = batch_entities(analyses)
-                vectors = np.concatenate([text_vector, cached_embeddings(
-                    self.embedder, [], entities.surfaces, dim, self._entity_vectors
-                )])
             else:
-                analyses = text_search.analyze_many(texts)
-                entities = batch_entities(analyses)
+                analyses, entities = analyzed()
                 vectors = cached_embeddings(
                     self.embedder, [item.text for item in items if item.embedding is None],
                     entities.surfaces, dim, self._entity_vectors,
@@ -814,19 +814,35 @@ class Operations:
             text_search=text_search,
         )
 
-    def _embed_beside(self, text: str, dim: int, analyze: Callable[[], T]) -> tuple[T, Vectors]:
-        """``analyze()``, and the vector of ``text`` embedded meanwhile in another thread."""
-        embedded = self._overlap.submit(checked_embeddings, self.embedder, [text], dim)
-        return analyze(), embedded.result()
+    def _embedded_beside(
+        self, text: str, dim: int, analyze: Callable[[], T], names: Callable[[T], Sequence[str]]
+    ) -> tuple[T, Vectors]:
+        """``analyze()``, and the vectors of ``text`` then of the entity ``names(analysis)``
+        (those the cache holds are not embedded again). ``text`` embeds while the analysis
+        runs, in another thread -- the model releases the GIL for most of its work, so on two
+        cores the two overlap -- unless the embedder says that would starve the analysis
+        (:func:`~pgmem.embedding.embeds_beside_analysis`: torch with a thread per core); then
+        it embeds first."""
+        if embeds_beside_analysis(self.embedder):
+            embedded = self._overlap.submit(checked_embeddings, self.embedder, [text], dim)
+            analysis = analyze()
+            text_vector = embedded.result()
+        else:
+            text_vector = checked_embeddings(self.embedder, [text], dim)
+            analysis = analyze()
+        name_vectors = cached_embeddings(
+            self.embedder, [], names(analysis), dim, self._entity_vectors
+        )
+        return analysis, np.concatenate([text_vector, name_vectors])
 
     def _analyze(self, text: str, dim: int, text_search: TextSearch) -> tuple[Analysis, Vectors]:
-        """A text's analysis, and the vectors of the text and its entities."""
+        """A memory's new text's analysis, and the vectors of the text and of every entity it
+        names."""
         with self._model_turn():
-            analysis = text_search.analyze(text)
-            vectors = checked_embeddings(
-                self.embedder, embedding_inputs(text, query_entities(analysis)), dim
+            return self._embedded_beside(
+                text, dim, functools.partial(text_search.analyze, text),
+                lambda analysis: [entity.surface for entity in analysis.entities],
             )
-        return analysis, vectors
 
     def _rerank(
         self, reranker: Reranker, query: str, hits: list[SearchHit], limit: int
@@ -843,22 +859,13 @@ class Operations:
     def _query_vectors(
         self, query: str, dim: int, text_search: TextSearch
     ) -> tuple[Analysis, Vectors]:
-        """A query's analysis, and the vectors of the query and its entities. The query is
-        embedded while spaCy analyses it -- the model releases the GIL for most of its work, so
-        on two cores the two overlap -- unless the embedder says it would starve the analysis
-        (:func:`~pgmem.embedding.embeds_beside_analysis`: torch with a thread per core); then
-        the entity names the cache has not seen."""
+        """A query's analysis, and the vectors of the query and of the entities the entity leg
+        uses (see :meth:`_embedded_beside`)."""
         with self._model_turn():
-            if embeds_beside_analysis(self.embedder):
-                analysis, query_vector = self._embed_beside(
-                    query, dim, functools.partial(text_search.analyze, query)
-                )
-            else:
-                query_vector = checked_embeddings(self.embedder, [query], dim)
-                analysis = text_search.analyze(query)
-            names = [entity.surface for entity in query_entities(analysis)]
-            entity_vectors = cached_embeddings(self.embedder, [], names, dim, self._entity_vectors)
-        return analysis, np.concatenate([query_vector, entity_vectors])
+            return self._embedded_beside(
+                query, dim, functools.partial(text_search.analyze, query),
+                lambda analysis: [entity.surface for entity in query_entities(analysis)],
+            )
 
     def _text_search(self, ts_config: object) -> Operation[TextSearch]:
         """How a call's lexemes are made: in ``ts_config`` (None: the Memory's configuration),

@@ -60,11 +60,6 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def embedding_inputs(text: str, entities: Sequence[Entity]) -> list[str]:
-    """The texts embedded in one batch: the text itself, then each entity's surface form."""
-    return [text, *(e.surface for e in entities)]
-
-
 def query_entities(analysis: Analysis) -> tuple[Entity, ...]:
     """The query's entities the entity leg uses (at most MAX_QUERY_ENTITIES)."""
     return analysis.entities[: scoring.MAX_QUERY_ENTITIES]
@@ -375,8 +370,8 @@ def update_params(
     text_search: TextSearch | None = None,
 ) -> dict[str, Any]:
     """Parameters of ``update_memory``. A new ``text`` comes with its ``analysis``, ``vectors``
-    (from :func:`embedding_inputs`) and the ``text_search`` it was analysed in; None leaves
-    text, or metadata, as stored."""
+    (the text's, then those of each of the analysis's entities' surface forms) and the
+    ``text_search`` it was analysed in; None leaves text, or metadata, as stored."""
     params = {
         **memory_params(tenant, memory_id),
         "relink": False,

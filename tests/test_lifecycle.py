@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 import pgmem
+from pgmem import scoring
 from pgmem.nlp import TextAnalyzer
 
 DIM = 384
@@ -336,6 +337,26 @@ def test_update_changes_what_search_finds_and_moves_entity_links(
         ("UPDATE", "Caroline adopted a puppy named Biscuit in Ottawa",
          "Caroline bought a sailboat in Halifax"),
     ]
+
+
+def test_update_to_a_text_naming_many_entities_links_them_all(
+    fast_memory: pgmem.Memory, db_dsn: str
+) -> None:
+    """More entities than a query's entity leg uses (MAX_QUERY_ENTITIES): each still gets its
+    vector, as in add (the update used to embed only the first eight and fail on the ninth)."""
+    text = ("Alice, Bob, Carol, Dave, Erin, Frank, Grace, Heidi, Ivan and Judy met in Paris, "
+            "Berlin and Oslo.")
+    names = {e.name for e in fast_memory.analyzer.analyze(text).entities}
+    assert len(names) > scoring.MAX_QUERY_ENTITIES
+    added = fast_memory.add(text, user_id="u2")
+    rec = fast_memory.add("A short note", user_id="u1")
+
+    updated = fast_memory.update(rec.id, text=text)
+
+    assert updated.text == text
+    assert linked_entities(db_dsn, rec.id) == names == linked_entities(db_dsn, added.id)
+    missing = rows(db_dsn, "SELECT count(*) FROM pgmem.entities WHERE embedding IS NULL")
+    assert missing == [(0,)]
 
 
 def test_update_of_metadata_only_keeps_text_and_links(
