@@ -79,11 +79,11 @@ def neighbour_pairs(
     q: QuestionSignals, profile: Scoring, ranked: list[list[Candidate]], where: Positions
 ) -> set[tuple[int, int]]:
     """The search statement's neighbour step: (earlier, later) storage positions of the memories
-    stored just before and after each leg's best ``ceil(LIMIT / 2)``."""
+    stored just before and after each leg's best ``scoring.neighbour_limit(LIMIT)``."""
     stored = {where[(q.conversation, c.text, c.dia_ids)] for c in q.candidates}
     pairs = set()
     for leg in ranked:
-        for c in leg[: (LIMIT + 1) // 2]:
+        for c in leg[: scoring.neighbour_limit(LIMIT)]:
             p = where[(q.conversation, c.text, c.dia_ids)]
             if profile.before_weight > 0 and p - 1 in stored:
                 pairs.add((p - 1, p))

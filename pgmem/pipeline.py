@@ -163,9 +163,7 @@ def search_plan(
             # search of one signal finds what that signal alone finds.
             "next": profile.after_weight > 0 and hybrid,
             "previous": profile.before_weight > 0 and hybrid,
-            # Of each leg's best half `limit`: the neighbours of the rest did not reach the
-            # results (LoCoMo dev: recall@5/10/20 the same from each leg's best limit/2 up).
-            "neighbour_limit": (request.limit + 1) // 2,
+            "neighbour_limit": scoring.neighbour_limit(request.limit),
         },
         profile=profile,
         n_terms=None if by_postgres else len(terms),
