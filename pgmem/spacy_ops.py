@@ -36,12 +36,12 @@ class _Threads(NamedTuple):
     set: Callable[[int], Any]
 
 
-def use_numpy_matmul(nlp: Any) -> bool:
+def use_numpy_matmul(nlp: Any) -> None:
     """Let every network of the pipeline ``nlp`` multiply with NumPy, where it runs on thinc's
     plain CPU operations (a GPU's or another backend's are left alone) and NumPy's BLAS can be
-    held to one thread. Whether it did."""
+    held to one thread."""
     if not _openblas_threads():
-        return False
+        return
     from thinc.api import NumpyOps
 
     ops = _matmul_ops()
@@ -52,7 +52,6 @@ def use_numpy_matmul(nlp: Any) -> bool:
         for layer in model.walk():
             if type(layer.ops) is NumpyOps:
                 layer.ops = ops
-    return True
 
 
 class _Running:
