@@ -42,8 +42,9 @@ query_terms AS MATERIALIZED (
                                                           %(keyword_text)s::text))) AS lexemes) t
 ),
 -- The scope's size, counted up to %(scan_rows)s + 1 (on the index of a scope id). A scope of up
--- to %(scan_rows)s memories is read once, row by row (scope_rows): exact, and faster than an
--- index walk over a table where it is a small fraction. A larger one is searched through the
+-- to %(scan_rows)s memories is read once, row by row (scope_rows, with each row's neighbours in
+-- the scope's (created_at, id) order): exact, and faster than an index walk over a table where
+-- it is a small fraction. A larger one is searched through the
 -- HNSW and GIN indexes, its conditions wrapped in IS TRUE, which no btree index matches, so
 -- that the plan cannot read the scope by a scope id instead.
 scope_size AS MATERIALIZED (
@@ -54,9 +55,11 @@ scope_rows AS MATERIALIZED (
     SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
            m.updated_at, m.embedding <=> %(embedding)s::vector AS distance, m.lexeme_count,
            CASE WHEN m.lexemes @@ (SELECT q.tsquery FROM query_terms q)
-                 AND m.ts_config = %(ts_config)s::text THEN m.lexemes END AS lexemes
+                 AND m.ts_config = %(ts_config)s::text THEN m.lexemes END AS lexemes,
+           lag(m.id) OVER stored AS previous_id, lead(m.id) OVER stored AS next_id
       FROM {schema}.memories m
      WHERE (SELECT n FROM scope_size) <= %(scan_rows)s AND {scope}
+    WINDOW stored AS (ORDER BY m.created_at, m.id)
 ),
 -- Semantic leg: a small scope's nearest rows; else the HNSW index filtered by the scope
 -- (iterative scans keep a filtered walk from under-returning), or on pgvector < 0.8
@@ -210,23 +213,42 @@ entity AS MATERIALIZED (
      LIMIT %(entity_limit)s
 ),
 -- Neighbour step: the memories stored just before (%(previous)s) and just after (%(next)s) each
--- of the legs' best %(neighbour_limit)s, in the scope's (created_at, id) order -- one probe each
--- on the index of a scope id, whatever the scope's size. A neighbour joins the candidates: an
--- answer stored after the question that matches the query comes in with it (pgmem.scoring: a
--- memory counts at least a share of its neighbour's score).
+-- of the legs' best %(neighbour_limit)s, in the scope's (created_at, id) order: read from
+-- scope_rows in a small scope, else one probe each on the index of a scope id. A neighbour joins
+-- the candidates: an answer stored after the question that matches the query comes in with it
+-- (pgmem.scoring: a memory counts at least a share of its neighbour's score).
 leg_best AS MATERIALIZED (
+    (SELECT s.id FROM semantic s
+      WHERE %(previous)s::boolean OR %(next)s::boolean
+      ORDER BY s.semantic DESC LIMIT %(neighbour_limit)s)
+    UNION
+    SELECT k.id FROM keyword k
+     WHERE (%(previous)s::boolean OR %(next)s::boolean) AND k.n <= %(neighbour_limit)s
+    UNION
+    SELECT e.id FROM entity e
+     WHERE (%(previous)s::boolean OR %(next)s::boolean) AND e.n <= %(neighbour_limit)s
+),
+leg_best_stored AS MATERIALIZED (  -- a large scope: when each was stored
     SELECT l.id, c.created_at
-      FROM ((SELECT s.id FROM semantic s ORDER BY s.semantic DESC LIMIT %(neighbour_limit)s)
-            UNION SELECT k.id FROM keyword k WHERE k.n <= %(neighbour_limit)s
-            UNION SELECT e.id FROM entity e WHERE e.n <= %(neighbour_limit)s) l
+      FROM leg_best l
      CROSS JOIN LATERAL (  -- by key (LIMIT: not turned into a join over the tenant's rows)
             SELECT m.created_at FROM {schema}.memories m
              WHERE m.tenant = %(tenant)s AND m.id = l.id LIMIT 1) c
-     WHERE %(previous)s::boolean OR %(next)s::boolean
+     WHERE (SELECT n FROM scope_size) > %(scan_rows)s
 ),
 neighbours AS MATERIALIZED (  -- (earlier, later): two memories stored one after the other
-    SELECT p.id AS earlier, l.id AS later
+    SELECT r.previous_id AS earlier, r.id AS later
       FROM leg_best l
+      JOIN scope_rows r ON r.id = l.id
+     WHERE %(previous)s::boolean AND r.previous_id IS NOT NULL
+    UNION
+    SELECT r.id, r.next_id
+      FROM leg_best l
+      JOIN scope_rows r ON r.id = l.id
+     WHERE %(next)s::boolean AND r.next_id IS NOT NULL
+    UNION
+    SELECT p.id AS earlier, l.id AS later
+      FROM leg_best_stored l
      CROSS JOIN LATERAL (
             SELECT m.id
               FROM {schema}.memories m
@@ -236,7 +258,7 @@ neighbours AS MATERIALIZED (  -- (earlier, later): two memories stored one after
              LIMIT 1) p
     UNION
     SELECT l.id, n.id
-      FROM leg_best l
+      FROM leg_best_stored l
      CROSS JOIN LATERAL (
             SELECT m.id
               FROM {schema}.memories m

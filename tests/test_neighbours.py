@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 import pgmem
-from pgmem import scoring
+from pgmem import pipeline, scoring
 
 BEFORE = [
     "Melanie: My pottery class meets every Tuesday evening this summer.",
@@ -62,7 +62,15 @@ def test_an_unrelated_neighbour_is_not_lifted(memory: pgmem.Memory) -> None:
     assert unrelated.explain.context == 0
 
 
-def test_neighbours_are_those_of_the_searched_scope(memory: pgmem.Memory) -> None:
+@pytest.mark.parametrize("path", ["rows", "indexes"])
+def test_neighbours_are_those_of_the_searched_scope(
+    memory: pgmem.Memory, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same neighbours whether the scope is read row by row (a small one: each row's
+    neighbours come with it) or searched through the indexes (a large one: probed)."""
+    if path == "indexes":
+        monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
+
     def session(texts: list[str], n: int) -> list[dict[str, object]]:
         return [{"text": t, "metadata": {"session": n}} for t in texts]
 

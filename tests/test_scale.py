@@ -172,19 +172,35 @@ def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from plan_nodes(child)
 
 
-@pytest.mark.parametrize("user_id", ["big", "small7"])
-def test_the_neighbour_step_probes_the_scope_index_one_row_at_a_time(
-    big_memory: pgmem.Memory, user_id: str
+def test_the_neighbour_step_probes_a_large_scope_index_one_row_at_a_time(
+    big_memory: pgmem.Memory,
 ) -> None:
-    """Whatever the scope's size, each neighbour is one index-only probe: no scan of the scope
-    or of the tenant's rows."""
-    plan = big_memory.explain_search("Who fixed the garden fence?", user_id=user_id, analyze=True)
+    """In a large scope each neighbour is one index-only probe: no scan of the scope or of the
+    tenant's rows."""
+    plan = big_memory.explain_search("Who fixed the garden fence?", user_id="big", analyze=True)
     (step,) = [n for n in plan_nodes(plan["Plan"]) if n.get("Subplan Name") == "CTE neighbours"]
-    (best,) = [n for n in plan_nodes(plan["Plan"]) if n.get("Subplan Name") == "CTE leg_best"]
+    (stored,) = [n for n in plan_nodes(plan["Plan"])
+                 if n.get("Subplan Name") == "CTE leg_best_stored"]
     probes = [n for n in plan_nodes(step) if n.get("Index Name") == "memories_user_idx"]
     assert probes and all(n["Actual Rows"] <= 1 and n["Actual Loops"] >= 5 for n in probes)
     # The legs' memories are looked up by key; nothing reads rows in bulk.
-    scans = {n["Node Type"] for n in (*plan_nodes(step), *plan_nodes(best)) if "Scan" in n["Node Type"]}
+    scans = {n["Node Type"] for n in (*plan_nodes(step), *plan_nodes(stored))
+             if "Scan" in n["Node Type"]}
     assert scans <= {"Index Only Scan", "Index Scan", "CTE Scan", "Subquery Scan"}, scans
-    hits = big_memory.search("Who fixed the garden fence?", user_id=user_id)
-    assert hits and {h.user_id for h in hits} == {user_id}
+    hits = big_memory.search("Who fixed the garden fence?", user_id="big")
+    assert hits and {h.user_id for h in hits} == {"big"}
+
+
+def test_a_small_scope_finds_its_neighbours_in_the_rows_it_read(big_memory: pgmem.Memory) -> None:
+    """A small scope, read once row by row, gives each row its neighbours there: the neighbour
+    step probes no index and looks up nothing by key."""
+    plan = big_memory.explain_search("Who fixed the garden fence?", user_id="small7", analyze=True)
+    (step,) = [n for n in plan_nodes(plan["Plan"]) if n.get("Subplan Name") == "CTE neighbours"]
+    (stored,) = [n for n in plan_nodes(plan["Plan"])
+                 if n.get("Subplan Name") == "CTE leg_best_stored"]
+    assert step["Actual Rows"] > 0
+    assert stored["Actual Rows"] == 0
+    ran = [n for n in plan_nodes(step) if n.get("Index Name") and n.get("Actual Loops", 0) > 0]
+    assert not ran, ran
+    hits = big_memory.search("Who fixed the garden fence?", user_id="small7")
+    assert hits and {h.user_id for h in hits} == {"small7"}
