@@ -54,7 +54,9 @@ from psycopg.types.json import Jsonb
 import pgmem
 from benchmarks import dialogues
 from benchmarks.database import scratch_database, server_dsn
+from pgmem.embedding import embeds_beside_analysis
 from pgmem.nlp import Analysis, Entity
+from pgmem.nlp_process import make_analyzer
 from pgmem.pipeline import content_hash
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +99,8 @@ def start(args: argparse.Namespace) -> tuple[str, pgmem.SentenceTransformerEmbed
     """What such a run starts from: torch on ``--torch-threads``, the server of ``--dsn``, the
     models."""
     limit_torch_threads(args.torch_threads)
-    return server_dsn(args.dsn), pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
+    embedder = pgmem.SentenceTransformerEmbedder()
+    return server_dsn(args.dsn), embedder, make_analyzer(apart=embeds_beside_analysis(embedder))
 
 
 # -- rows ---------------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ import psycopg
 import pgmem
 from benchmarks import dialogues
 from benchmarks.database import scratch_database, server_dsn
+from pgmem.embedding import embeds_beside_analysis
+from pgmem.nlp_process import make_analyzer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
@@ -93,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dsn = server_dsn(args.dsn)
     items = turn_items(args.data, args.limit)
     embedder = pgmem.SentenceTransformerEmbedder()
-    analyzer = pgmem.TextAnalyzer()
+    analyzer = make_analyzer(apart=embeds_beside_analysis(embedder))  # as Memory would
     embedder.embed(["warm up the model"])
     analyzer.analyze_many(["Warm up the pipeline in Paris."])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +106,25 @@ class TimedAnalyzer(pgmem.TextAnalyzer):
     def analyze_many(self, texts: Any, batch_size: int = 64) -> list[Analysis]:
         with CLOCK.timing("nlp"):
             return self._inner.analyze_many(texts, batch_size=batch_size)
+
+    @property
+    def runs_apart(self) -> bool:  # type: ignore[override]
+        return self._inner.runs_apart
+
+    def analyze_many_later(
+        self, texts: Sequence[str], batch_size: int = 64
+    ) -> Callable[[], list[Analysis]]:
+        """The inner analyzer's, timed from its start until its analyses are in."""
+        began = time.perf_counter()
+        wait = self._inner.analyze_many_later(texts, batch_size)
+
+        def timed() -> list[Analysis]:
+            try:
+                return wait()
+            finally:
+                CLOCK.add("nlp", time.perf_counter() - began)
+
+        return timed
 
 
 class TimingCursor(psycopg.Cursor):  # type: ignore[type-arg]

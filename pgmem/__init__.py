@@ -22,6 +22,7 @@ from pgmem.errors import (
 from pgmem.memory import Memory
 from pgmem.migrate import downgrade, migrate
 from pgmem.nlp import TextAnalyzer
+from pgmem.nlp_process import ProcessAnalyzer
 from pgmem.reembedding import ReembedReport, ReembedStatus, abort_reembed, reembed, reembed_status
 from pgmem.rerank import CrossEncoderReranker, Reranker
 from pgmem.results import (
@@ -58,6 +59,7 @@ __all__ = [
     "Page",
     "PgmemError",
     "PgvectorError",
+    "ProcessAnalyzer",
     "QueryTimeoutError",
     "ReembedReport",
     "ReembedStatus",

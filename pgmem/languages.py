@@ -21,14 +21,16 @@ Who makes the lexemes of a configuration, for the memories and for the query ali
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pgmem.errors import ConfigurationError, InvalidInputError, PgmemError
 from pgmem.nlp import Analysis, TextAnalyzer
+from pgmem.nlp_process import make_analyzer
 
 DEFAULT_TS_CONFIG = "english"
 #: The longest configuration name PostgreSQL can hold (schema-qualified: two identifiers).
@@ -125,17 +127,31 @@ class TextSearch:
             return Analysis(lexemes=(), entities=())
         return self.analyzer.analyze(text)
 
+    @property
+    def runs_apart(self) -> bool:
+        """Whether the analyses run in another process (see :meth:`analyze_many_later`)."""
+        return self.analyzer is not None and self.analyzer.runs_apart
+
+    def analyze_many_later(self, texts: list[str]) -> Callable[[], list[Analysis]]:
+        """What returns :meth:`analyze_many`'s analyses: started now where they
+        :attr:`runs_apart`, else run when it is called. It must be called."""
+        if self.analyzer is None:
+            return functools.partial(self.analyze_many, texts)
+        return self.analyzer.analyze_many_later(texts, batch_size=max(len(texts), 1))
+
 
 class Languages:
     """The :class:`TextSearch` of each configuration a ``Memory`` uses, made on first use.
 
     ``default`` is the Memory's configuration (None: ``PGMEM_TS_CONFIG``, else ``english``).
     ``analyzers`` (see :data:`Analyzers`) are English's analyzer, or one per configuration;
-    a configuration without one given uses, for English, ``TextAnalyzer()``, for another
-    language its installed spaCy model, else PostgreSQL. Nothing loads a model here.
+    a configuration without one given uses, for English, the default spaCy model, for another
+    language its installed spaCy model, else PostgreSQL; those analyzers run spaCy in a process
+    of their own where ``apart`` (:func:`~pgmem.nlp_process.make_analyzer`). Nothing loads a
+    model here.
     """
 
-    def __init__(self, default: str | None, analyzers: Analyzers) -> None:
+    def __init__(self, default: str | None, analyzers: Analyzers, *, apart: bool = False) -> None:
         self.default = check_name(
             default if default is not None
             else os.environ.get("PGMEM_TS_CONFIG") or DEFAULT_TS_CONFIG,
@@ -155,6 +171,7 @@ class Languages:
                 "nlp must be a TextAnalyzer, a spaCy model name, or a dict of them by text "
                 f"search configuration, got {type(analyzers).__name__}"
             )
+        self._apart = apart
         self._lock = threading.Lock()
         self._searches: dict[str, TextSearch] = {}
         self._available: frozenset[str] = frozenset()
@@ -200,8 +217,8 @@ class Languages:
     def _analyzer(self, config: str) -> TextAnalyzer | None:
         given = self._given.get(config)
         if given is not None:
-            return given if isinstance(given, TextAnalyzer) else TextAnalyzer(given)
+            return given if isinstance(given, TextAnalyzer) else make_analyzer(given, apart=self._apart)
         if config == DEFAULT_TS_CONFIG:
-            return TextAnalyzer()
+            return make_analyzer(apart=self._apart)
         model = installed_model(spacy_models(config))
-        return None if model is None else TextAnalyzer(model)
+        return None if model is None else make_analyzer(model, apart=self._apart)

@@ -10,11 +10,12 @@ lexemes stored for a memory and the lexemes searched for a query are the same st
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,6 +154,18 @@ class TextAnalyzer:
                 _analysis(doc, with_entities, stop_words)
                 for doc in nlp.pipe(texts, batch_size=batch_size)
             ]
+
+    #: Whether analyses run in another process (:class:`~pgmem.nlp_process.ProcessAnalyzer`):
+    #: then one started with :meth:`analyze_many_later` runs while the caller embeds.
+    runs_apart = False
+
+    def analyze_many_later(
+        self, texts: Sequence[str], batch_size: int = 64
+    ) -> Callable[[], list[Analysis]]:
+        """What returns :meth:`analyze_many`'s analyses of ``texts``. Here it analyses them when
+        called, in the calling thread; an analyzer that :attr:`runs_apart` starts them now. The
+        caller must call it (an analyzer may hold a lock until then)."""
+        return functools.partial(self.analyze_many, list(texts), batch_size)
 
     def _load(self) -> Any:
         try:

@@ -447,6 +447,16 @@ def search_sql_steps(
     return (yield from result_of(store.search_sql(plan.params, request.condition)))
 
 
+def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], Analysis]]:
+    """``later`` for :meth:`Operations._embedded_beside` of one text's analysis."""
+
+    def later() -> Callable[[], Analysis]:
+        wait = text_search.analyze_many_later([text])
+        return lambda: wait()[0]
+
+    return later
+
+
 def rerank_hits(
     reranker: Reranker, query: str, hits: list[SearchHit], limit: int
 ) -> list[SearchHit]:
@@ -495,7 +505,9 @@ class Operations:
         self._entity_vectors = VectorCache()
         # Embeds a query while spaCy analyses it (see _query_vectors).
         self._overlap = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="pgmem-embed")
-        self.languages = Languages(ts_config, nlp)
+        # spaCy runs in a process of its own where the embedder runs beside it (the two would
+        # take turns for the GIL; pgmem.nlp_process), unless the caller gave an analyzer.
+        self.languages = Languages(ts_config, nlp, apart=embeds_beside_analysis(self.embedder))
         # The analyzer of the Memory's configuration; English's where PostgreSQL makes that
         # configuration's lexemes.
         self.analyzer = self.languages.get().analyzer or self.languages.english
@@ -790,24 +802,30 @@ class Operations:
                 )
         texts = [item.text for item in items]
 
-        def analyzed() -> tuple[list[Analysis], BatchEntities]:
-            analyses = text_search.analyze_many(texts)
-            return analyses, batch_entities(analyses)
+        def later() -> Callable[[], tuple[list[Analysis], BatchEntities]]:
+            wait = text_search.analyze_many_later(texts)
 
+            def analyzed() -> tuple[list[Analysis], BatchEntities]:
+                analyses = wait()
+                return analyses, batch_entities(analyses)
+
+            return analyzed
+
+        to_embed = [item.text for item in items if item.embedding is None]
         with self._model_turn():
-            if len(items) == 1 and items[0].embedding is None and embeds_beside_analysis(
-                self.embedder
+            if embeds_beside_analysis(self.embedder) and (
+                text_search.runs_apart or len(to_embed) == 1 == len(items)
             ):
-                # One memory (an add, which its caller waits on): its text embeds while spaCy
-                # analyses it.
+                # The texts embed while spaCy analyses them: any batch where spaCy runs in a
+                # process of its own, else one memory (an add, which its caller waits on).
                 (analyses, entities), vectors = self._embedded_beside(
-                    texts[0], dim, analyzed, lambda found: found[1].surfaces
+                    to_embed, dim, later, lambda found: found[1].surfaces,
+                    apart=text_search.runs_apart,
                 )
             else:
-                analyses, entities = analyzed()
+                analyses, entities = later()()
                 vectors = cached_embeddings(
-                    self.embedder, [item.text for item in items if item.embedding is None],
-                    entities.surfaces, dim, self._entity_vectors,
+                    self.embedder, to_embed, entities.surfaces, dim, self._entity_vectors
                 )
         return insert_params(
             self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
@@ -815,33 +833,52 @@ class Operations:
         )
 
     def _embedded_beside(
-        self, text: str, dim: int, analyze: Callable[[], T], names: Callable[[T], Sequence[str]]
+        self,
+        texts: Sequence[str],
+        dim: int,
+        later: Callable[[], Callable[[], T]],
+        names: Callable[[T], Sequence[str]],
+        *,
+        apart: bool,
     ) -> tuple[T, Vectors]:
-        """``analyze()``, and the vectors of ``text`` then of the entity ``names(analysis)``
-        (those the cache holds are not embedded again). ``text`` embeds while the analysis
-        runs, in another thread -- the model releases the GIL for most of its work, so on two
-        cores the two overlap -- unless the embedder says that would starve the analysis
-        (:func:`~pgmem.embedding.embeds_beside_analysis`: torch with a thread per core); then
-        it embeds first."""
-        if embeds_beside_analysis(self.embedder):
-            embedded = self._overlap.submit(checked_embeddings, self.embedder, [text], dim)
-            analysis = analyze()
-            text_vector = embedded.result()
+        """An analysis, and the vectors of ``texts`` then of the entity ``names(analysis)``
+        (those the cache holds are not embedded again). ``later()`` starts the analysis and
+        returns what waits for it (:meth:`TextSearch.analyze_many_later`). The texts embed
+        while it runs: in this thread while another process analyses (``apart``: neither
+        waits for the other's GIL); else in another thread -- the model releases the GIL for
+        most of its work, so on two cores the two overlap -- unless the embedder says that
+        would starve the analysis (:func:`~pgmem.embedding.embeds_beside_analysis`: torch
+        with a thread per core); then they embed first."""
+        beside = embeds_beside_analysis(self.embedder)
+        if apart and beside:
+            wait = later()
+            try:
+                text_vectors = checked_embeddings(self.embedder, texts, dim)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    wait()  # collected, so that the analyzer is free again
+                raise
+            analysis = wait()
+        elif beside:
+            embedded = self._overlap.submit(checked_embeddings, self.embedder, texts, dim)
+            analysis = later()()
+            text_vectors = embedded.result()
         else:
-            text_vector = checked_embeddings(self.embedder, [text], dim)
-            analysis = analyze()
+            text_vectors = checked_embeddings(self.embedder, texts, dim)
+            analysis = later()()
         name_vectors = cached_embeddings(
             self.embedder, [], names(analysis), dim, self._entity_vectors
         )
-        return analysis, np.concatenate([text_vector, name_vectors])
+        return analysis, np.concatenate([text_vectors, name_vectors])
 
     def _analyze(self, text: str, dim: int, text_search: TextSearch) -> tuple[Analysis, Vectors]:
         """A memory's new text's analysis, and the vectors of the text and of every entity it
         names."""
         with self._model_turn():
             return self._embedded_beside(
-                text, dim, functools.partial(text_search.analyze, text),
+                [text], dim, _one_later(text_search, text),
                 lambda analysis: [entity.surface for entity in analysis.entities],
+                apart=text_search.runs_apart,
             )
 
     def _rerank(
@@ -863,8 +900,9 @@ class Operations:
         uses (see :meth:`_embedded_beside`)."""
         with self._model_turn():
             return self._embedded_beside(
-                query, dim, functools.partial(text_search.analyze, query),
+                [query], dim, _one_later(text_search, query),
                 lambda analysis: [entity.surface for entity in query_entities(analysis)],
+                apart=text_search.runs_apart,
             )
 
     def _text_search(self, ts_config: object) -> Operation[TextSearch]:

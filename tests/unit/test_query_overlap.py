@@ -1,10 +1,11 @@
 """A query embeds beside its analysis, or before it when the embedder says the two would
-fight over the cores (torch with a thread per core)."""
+fight over the cores (torch with a thread per core); beside an analysis in another process, in
+the calling thread, between sending the text and waiting for its analysis."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pytest
@@ -12,27 +13,54 @@ import pytest
 import pgmem
 from pgmem import operations
 from pgmem.embedding import OnnxEmbedder, embeds_beside_analysis, usable_cores
-from pgmem.nlp import Analysis
+from pgmem.nlp import Analysis, Entity
 
 
 class ThreadRecordingAnalyzer(pgmem.TextAnalyzer):
-    def __init__(self) -> None:
+    def __init__(self, events: list[str] | None = None) -> None:
         super().__init__()
         self.threads: list[str] = []
+        self.events = [] if events is None else events
 
     def analyze(self, text: str) -> Analysis:
+        return self.analyze_many([text])[0]
+
+    def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
         self.threads.append(threading.current_thread().name)
-        return Analysis(lexemes=(text,), entities=())
+        self.events.append("analyze")
+        return [Analysis(lexemes=(text,), entities=(Entity("crate", "crate", "PROPN"),))
+                for text in texts]
+
+
+class ApartAnalyzer(ThreadRecordingAnalyzer):
+    """Says it analyses in another process: records when a text is sent and when its analysis
+    is waited for."""
+
+    runs_apart = True
+
+    def analyze_many_later(
+        self, texts: Sequence[str], batch_size: int = 64
+    ) -> Callable[[], list[Analysis]]:
+        self.events.append("sent")
+        self.threads.append(threading.current_thread().name)
+
+        def wait() -> list[Analysis]:
+            self.events.append("waited")
+            return ThreadRecordingAnalyzer.analyze_many(self, texts)
+
+        return wait
 
 
 class ThreadRecordingEmbedder:
-    def __init__(self, overlaps: bool | None) -> None:
+    def __init__(self, overlaps: bool | None, events: list[str] | None = None) -> None:
         if overlaps is not None:
             self.overlaps_analysis = overlaps
         self.threads: list[str] = []
+        self.events = [] if events is None else events
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.threads.append(threading.current_thread().name)
+        self.events.append(f"embed {len(texts)}")
         return np.ones((len(texts), 4), dtype=np.float32)
 
 
@@ -44,14 +72,15 @@ def test_the_query_embeds_where_the_embedder_says(overlaps: bool | None, beside:
         keyword_score="bm25", max_text_length=100,
     )
     analysis, vectors = ops._query_vectors("where is the crate?", 4, ops.languages.get())
-    assert analysis.lexemes == ("where is the crate?",) and vectors.shape == (1, 4)
+    assert analysis.lexemes == ("where is the crate?",) and vectors.shape == (2, 4)
     caller = threading.current_thread().name
     assert analyzer.threads == [caller]
     assert embeds_beside_analysis(embedder) is beside
+    # The query, then its entity's name (here, after the analysis)
     if beside:
-        assert embedder.threads[0].startswith("pgmem-embed")
+        assert embedder.threads[0].startswith("pgmem-embed") and embedder.threads[1] == caller
     else:
-        assert embedder.threads == [caller]
+        assert embedder.threads == [caller, caller]
 
 
 def test_torch_overlaps_only_when_it_leaves_a_core_free() -> None:
@@ -79,9 +108,6 @@ def test_one_added_memory_embeds_beside_its_analysis_a_batch_in_one_call(overlap
     from pgmem.validate import NewMemory, Scope
 
     embedder, analyzer = ThreadRecordingEmbedder(overlaps), ThreadRecordingAnalyzer()
-    analyzer.analyze_many = lambda texts, batch_size=64: [  # type: ignore[method-assign]
-        analyzer.analyze(text) for text in texts
-    ]
     ops = operations.Operations(
         embedder=embedder, nlp=analyzer, reranker=None, schema="pgmem", tenant="t",
         keyword_score="bm25", max_text_length=100,
@@ -99,3 +125,51 @@ def test_one_added_memory_embeds_beside_its_analysis_a_batch_in_one_call(overlap
     two = [*one, NewMemory(scope=scope, text="the box is red", metadata={})]
     ops._batch_params(two, 4, True, ops.languages.get())
     assert embedder.threads == [caller]  # a batch: one call, where its analysis ran
+
+
+def apart_operations(overlaps: bool) -> tuple[operations.Operations, list[str]]:
+    events: list[str] = []
+    ops = operations.Operations(
+        embedder=ThreadRecordingEmbedder(overlaps, events), nlp=ApartAnalyzer(events),
+        reranker=None, schema="pgmem", tenant="t", keyword_score="bm25", max_text_length=100,
+    )
+    return ops, events
+
+
+def test_beside_an_analysis_in_another_process_the_query_embeds_in_the_calling_thread() -> None:
+    ops, events = apart_operations(overlaps=True)
+    analysis, vectors = ops._query_vectors("where is the crate?", 4, ops.languages.get())
+    assert analysis.lexemes == ("where is the crate?",) and vectors.shape == (2, 4)
+    # Sent, embedded while the other process works, waited for; then the entity name.
+    assert events == ["sent", "embed 1", "waited", "analyze", "embed 1"]
+    caller = threading.current_thread().name
+    assert set(ops.embedder.threads) == set(ops.analyzer.threads) == {caller}
+
+
+def test_beside_an_analysis_in_another_process_a_batch_embeds_its_texts_meanwhile() -> None:
+    from pgmem.validate import NewMemory, Scope
+
+    ops, events = apart_operations(overlaps=True)
+    scope = Scope(tenant="t", user_id="u")
+    items = [NewMemory(scope=scope, text=t, metadata={}) for t in ("a crate", "a box", "a bin")]
+    params = ops._batch_params(items, 4, True, ops.languages.get())
+    assert len(params["embeddings"]) == 3
+    assert events == ["sent", "embed 3", "waited", "analyze", "embed 1"]
+
+
+def test_an_embedder_that_takes_every_core_embeds_before_an_analysis_in_another_process() -> None:
+    ops, events = apart_operations(overlaps=False)
+    ops._query_vectors("where is the crate?", 4, ops.languages.get())
+    assert events == ["embed 1", "sent", "waited", "analyze", "embed 1"]
+
+
+def test_a_failed_embedding_still_collects_the_analysis_it_started() -> None:
+    ops, events = apart_operations(overlaps=True)
+
+    def fail(texts: Sequence[str]) -> np.ndarray:
+        raise RuntimeError("the embedder broke")
+
+    ops.embedder.embed = fail  # type: ignore[method-assign]
+    with pytest.raises(pgmem.EmbeddingError, match="embedder broke"):
+        ops._query_vectors("where is the crate?", 4, ops.languages.get())
+    assert events == ["sent", "waited", "analyze"]

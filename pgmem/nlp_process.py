@@ -1,0 +1,281 @@
+"""spaCy in a process of its own: :class:`ProcessAnalyzer`.
+
+A query is embedded while spaCy analyses it. In one process the two take turns for the GIL:
+spaCy's networks run layer by layer in Python, and so does the model's forward pass between its
+kernels, so each waits for the other (on two cores a question's analysis took 9.5 ms beside an
+embedding against 5.1 alone, and the embedding 17.9 against 14.8). In a child process spaCy
+has a GIL of its own: the same pair takes as long as the embedding alone.
+
+The child is a Python running :func:`main` with ``FD MODEL``, started on first use and talking
+over a socket pair (``multiprocessing.connection``: pickled messages). It loads a
+:class:`~pgmem.nlp.TextAnalyzer` of ``MODEL``, says what it loaded (or why it could not), then
+answers one request at a time until its end of the pair closes -- when the analyzer is
+collected, at exit, or when the parent dies. A child that dies is started again by the next
+call, which raises :class:`~pgmem.errors.ConfigurationError` if it cannot be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
+from typing import Any
+
+from pgmem import errors
+from pgmem.errors import ConfigurationError, PgmemError
+from pgmem.nlp import BLANK, Analysis, TextAnalyzer
+
+logger = logging.getLogger("pgmem.nlp")
+
+MODULE = "pgmem.nlp_process"
+#: ``PGMEM_NLP_PROCESS=1`` / ``0``: the analyzers pgmem makes run spaCy in a process of their
+#: own / in the calling process, whatever the embedder (see :func:`make_analyzer`).
+PROCESS_VARIABLE = "PGMEM_NLP_PROCESS"
+
+
+def make_analyzer(model: str | None = None, *, apart: bool = True) -> TextAnalyzer:
+    """The analyzer pgmem makes for a spaCy model name (None: the default model): a
+    :class:`ProcessAnalyzer` where ``apart`` (pgmem asks for one when its embedder runs beside
+    the analysis: :func:`~pgmem.embedding.embeds_beside_analysis`), else a
+    :class:`~pgmem.nlp.TextAnalyzer`. ``PGMEM_NLP_PROCESS=1`` or ``0`` decides instead. The
+    blank fallback (lookup tables) always runs here: it has nothing to gain."""
+    chosen = model or os.environ.get("PGMEM_SPACY_MODEL") or None
+    setting = os.environ.get(PROCESS_VARIABLE, "").strip().lower()
+    if setting:
+        apart = setting not in ("0", "false", "no", "off")
+    if chosen == BLANK or not apart:
+        return TextAnalyzer(model)
+    return ProcessAnalyzer(model)
+
+
+class ProcessAnalyzer(TextAnalyzer):
+    """A :class:`~pgmem.nlp.TextAnalyzer` whose analyses run in a child process (see the
+    module docstring): the same lemmas and entities, without taking the GIL from the embedder
+    or the application. One request at a time; :attr:`nlp` loads the pipeline here too (only
+    for callers that want the ``spacy.Language``)."""
+
+    def __init__(self, model: str | None = None) -> None:
+        super().__init__(model)
+        self._lock = threading.Lock()
+        self._child: _Child | None = None
+
+    @property
+    def entities_available(self) -> bool:
+        return bool(self._running().info["entities_available"])
+
+    @property
+    def model_name(self) -> str:
+        return str(self._running().info["model_name"])
+
+    runs_apart = True
+
+    def analyze(self, text: str) -> Analysis:
+        result: Analysis = self._request("analyze", text)()
+        return result
+
+    def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
+        return self.analyze_many_later(list(texts), batch_size)()
+
+    def analyze_many_later(
+        self, texts: Sequence[str], batch_size: int = 64
+    ) -> Callable[[], list[Analysis]]:
+        """Send ``texts`` to the child now; the returned function waits for their analyses.
+        Until it is called, other calls of this analyzer wait."""
+        wait: Callable[[], list[Analysis]] = self._request("analyze_many", list(texts), batch_size)
+        return wait
+
+    def close(self) -> None:
+        """Stop the child process (the next call starts another)."""
+        with self._lock:
+            if self._child is not None:
+                self._child.stop()
+                self._child = None
+
+    def _running(self) -> _Child:
+        with self._lock:
+            return self._started()
+
+    def _started(self) -> _Child:
+        """The child, started if there is none, it died, or it is another process's (this one
+        was forked from the process that started it: their requests would mix)."""
+        if self._child is not None and self._child.owner != os.getpid():
+            self._child.abandon()
+            self._child = None
+        if self._child is None or not self._child.alive():
+            self._child = _Child.start(self._model)
+        return self._child
+
+    def _request(self, op: str, *arguments: Any) -> Callable[[], Any]:
+        """Send a request to the child (started if need be); the function that waits for its
+        answer, once. The analyzer's lock is held from now until the answer is in."""
+        self._lock.acquire()
+        try:
+            child = self._started()
+            child.conn.send((op, arguments))
+        except (EOFError, OSError) as exc:
+            lost = self._lost(op)
+            self._lock.release()
+            raise lost from exc
+        except BaseException:
+            self._lock.release()
+            raise
+        answered = False
+
+        def wait() -> Any:
+            nonlocal answered
+            if answered:
+                raise RuntimeError("an analysis is waited for once")
+            answered = True
+            try:
+                ok, answer = child.conn.recv()
+            except (EOFError, OSError) as exc:
+                raise self._lost(op) from exc
+            finally:
+                self._lock.release()
+            if not ok:
+                name, message = answer
+                cls = getattr(errors, name, None)
+                if isinstance(cls, type) and issubclass(cls, PgmemError):
+                    raise cls(message)
+                raise PgmemError(f"the spaCy process failed: {message}")
+            return answer
+
+        return wait
+
+    def _lost(self, op: str) -> ConfigurationError:
+        """The error of a child that stopped during ``op`` (the lock held); it is let go of,
+        and the next call starts another."""
+        code = self._child.stop() if self._child is not None else None
+        self._child = None
+        return ConfigurationError(f"the spaCy process stopped (exit code {code}) during {op}")
+
+
+class _Child:
+    """A running child process and the parent's end of its socket pair."""
+
+    def __init__(self, process: subprocess.Popen[bytes], conn: Connection) -> None:
+        self.process = process
+        self.conn = conn
+        self.owner = os.getpid()
+        self.info: dict[str, Any] = {}
+        # Collected or not, the analyzer stops its child at exit.
+        self._finalizer = weakref.finalize(self, _stop, process, conn)
+
+    @classmethod
+    def start(cls, model: str | None) -> _Child:
+        parent, child = Pipe()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", f"import {MODULE} as m; m.main(m.sys.argv[1:])",
+                 str(child.fileno()), model or ""],
+                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            parent.close()
+            raise ConfigurationError(f"cannot start the spaCy process: {exc}") from exc
+        finally:
+            child.close()
+        started = cls(process, parent)
+        try:
+            ok, answer = parent.recv()
+        except (EOFError, OSError) as exc:
+            code = started.stop()
+            raise ConfigurationError(
+                f"the spaCy process stopped (exit code {code}) while loading its model"
+            ) from exc
+        if not ok:
+            started.stop()
+            raise ConfigurationError(answer[1])
+        for level, message in answer.pop("log"):
+            logger.log(level, "%s", message)
+        started.info = answer
+        return started
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> int | None:
+        self._finalizer.detach()
+        return _stop(self.process, self.conn)
+
+    def abandon(self) -> None:
+        """Let go of a child this (forked) process did not start: close this process's copy
+        of the pair, and leave the child to the process that started it."""
+        self._finalizer.detach()
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+
+def _stop(process: subprocess.Popen[bytes], conn: Connection) -> int | None:
+    """Close the pair (the child's loop ends on it) and wait a moment for the child; kill it
+    if it lingers. Its exit code."""
+    with contextlib.suppress(OSError):
+        conn.close()
+    try:
+        return process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+
+
+# -- the child ---------------------------------------------------------------------------------
+
+
+class _Collected(logging.Handler):
+    """What the model's loading logged, for the parent to log."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[tuple[int, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record.levelno, record.getMessage()))
+
+
+def _serve(conn: Connection, model: str | None) -> None:
+    collected = _Collected()
+    pgmem_logger = logging.getLogger("pgmem")
+    pgmem_logger.addHandler(collected)
+    pgmem_logger.propagate = False
+    try:
+        analyzer = TextAnalyzer(model)
+        analyzer.analyze("pgmem loads its model.")
+        info = {"entities_available": analyzer.entities_available,
+                "model_name": analyzer.model_name}
+    except PgmemError as exc:
+        conn.send((False, (type(exc).__name__, str(exc))))
+        return
+    finally:
+        pgmem_logger.removeHandler(collected)
+        pgmem_logger.propagate = True
+    conn.send((True, {**info, "log": collected.records}))
+    while True:
+        try:
+            op, arguments = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if op == "analyze":
+                answer: Any = analyzer.analyze(*arguments)
+            else:
+                answer = analyzer.analyze_many(*arguments)
+            reply: tuple[bool, Any] = (True, answer)
+        except PgmemError as exc:
+            reply = (False, (type(exc).__name__, str(exc)))
+        except Exception as exc:  # noqa: BLE001 -- reported to the caller, not lost
+            reply = (False, ("", f"{type(exc).__name__}: {exc}"))
+        conn.send(reply)
+
+
+def main(argv: list[str]) -> None:
+    fd, model = int(argv[0]), argv[1] or None
+    with Connection(fd) as conn:
+        _serve(conn, model)
+
