@@ -12,7 +12,8 @@ rotating order:
 - **pgmem**: ``Memory.search`` itself, with its pieces timed at pgmem's public seams
   (:mod:`benchmarks.instruments`): the embedder (query embedding: the query, embedded while the
   analyzer runs, then the entity names pgmem has not embedded before) and the analyzer (NLP:
-  lemmas and entities) are timed wrappers; the ``Memory`` runs
+  lemmas and entities; where spaCy runs in a process of its own, from sending the query to
+  reading its analysis back, the embedding meanwhile) are timed wrappers; the ``Memory`` runs
   on a caller's connection whose cursor class times and counts every statement ("SQL" is the
   search's one round trip: its settings and its statement, sent together in psycopg's
   pipeline mode, from queueing them until the rows are in; any BEGIN, SET or COMMIT sent apart
