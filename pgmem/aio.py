@@ -114,8 +114,11 @@ class AsyncMemory(operations.Configured):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close pgmem's own connection pool. What was passed in as ``db`` stays open."""
+        """Close pgmem's own connection pool, and stop the spaCy process of an analyzer pgmem
+        made (see :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays
+        open."""
         await self._connector.close()
+        await asyncio.to_thread(self._ops.languages.close)
 
     async def __aenter__(self) -> Self:
         return self

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from pgmem.errors import ConfigurationError, InvalidInputError, PgmemError
 from pgmem.nlp import Analysis, TextAnalyzer
-from pgmem.nlp_process import make_analyzer
+from pgmem.nlp_process import ProcessAnalyzer, make_analyzer
 
 DEFAULT_TS_CONFIG = "english"
 #: The longest configuration name PostgreSQL can hold (schema-qualified: two identifiers).
@@ -172,6 +172,7 @@ class Languages:
                 f"search configuration, got {type(analyzers).__name__}"
             )
         self._apart = apart
+        self._own: list[TextAnalyzer] = []
         self._lock = threading.Lock()
         self._searches: dict[str, TextSearch] = {}
         self._available: frozenset[str] = frozenset()
@@ -217,8 +218,21 @@ class Languages:
     def _analyzer(self, config: str) -> TextAnalyzer | None:
         given = self._given.get(config)
         if given is not None:
-            return given if isinstance(given, TextAnalyzer) else make_analyzer(given, apart=self._apart)
+            return given if isinstance(given, TextAnalyzer) else self._made(given)
         if config == DEFAULT_TS_CONFIG:
-            return make_analyzer(apart=self._apart)
+            return self._made(None)
         model = installed_model(spacy_models(config))
-        return None if model is None else make_analyzer(model, apart=self._apart)
+        return None if model is None else self._made(model)
+
+    def _made(self, model: str | None) -> TextAnalyzer:
+        analyzer = make_analyzer(model, apart=self._apart)
+        self._own.append(analyzer)
+        return analyzer
+
+    def close(self) -> None:
+        """Stop the spaCy processes of the analyzers made here (an analyzer passed in is the
+        caller's); one used again starts another."""
+        with self._lock:
+            for analyzer in self._own:
+                if isinstance(analyzer, ProcessAnalyzer):
+                    analyzer.close()

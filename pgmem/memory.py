@@ -135,8 +135,11 @@ class Memory(operations.Configured):
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close pgmem's own connection pool. What was passed in as ``db`` stays open."""
+        """Close pgmem's own connection pool, and stop the spaCy process of an analyzer pgmem
+        made (see :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays
+        open."""
         self._connector.close()
+        self._ops.languages.close()
 
     def __enter__(self) -> Self:
         return self

@@ -5,6 +5,7 @@ spaCy, real PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import signal
@@ -174,3 +175,38 @@ def test_a_memory_with_spacy_apart_stores_and_finds_what_one_without_it_does(
             assert sorted(m.text for m in stored) == sorted(texts)
     assert found["apart"] == found["inline"]
     assert found["apart"][0][0].startswith("Caroline")
+
+
+def test_closing_a_memory_stops_the_spacy_process_it_started(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(nlp_process.PROCESS_VARIABLE, raising=False)
+    memory = pgmem.Memory(db_dsn, embedder=OnnxEmbedder())
+    analyzer = memory._ops.analyzer
+    assert isinstance(analyzer, ProcessAnalyzer)
+    memory.add("Kim moved to Seoul.", user_id="u1")
+    pid = child_pid_unlocked(analyzer)
+    memory.close()
+    assert not pid_alive(pid)
+    # A process the caller passed in is the caller's to stop.
+    mine = ProcessAnalyzer()
+    with pgmem.Memory(db_dsn, embedder=OnnxEmbedder(), nlp=mine) as memory:
+        memory.add("Lee moved to Busan.", user_id="u1")
+    assert pid_alive(child_pid(mine))
+    mine.close()
+
+
+def test_closing_an_async_memory_stops_the_spacy_process_it_started(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(nlp_process.PROCESS_VARIABLE, raising=False)
+
+    async def main() -> tuple[ProcessAnalyzer, int]:
+        async with pgmem.AsyncMemory(db_dsn, embedder=OnnxEmbedder()) as memory:
+            analyzer = memory._ops.analyzer
+            assert isinstance(analyzer, ProcessAnalyzer)
+            await memory.add("Mia moved to Kyoto.", user_id="u1")
+            return analyzer, child_pid_unlocked(analyzer)
+
+    _, pid = asyncio.run(main())
+    assert not pid_alive(pid)
