@@ -17,6 +17,7 @@ call, which raises :class:`~pgmem.errors.ConfigurationError` if it cannot be.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import subprocess
@@ -28,7 +29,7 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any
 
-from pgmem import errors
+from pgmem.answers import answer, value_of
 from pgmem.errors import ConfigurationError, PgmemError
 from pgmem.nlp import BLANK, Analysis, TextAnalyzer
 
@@ -134,18 +135,12 @@ class ProcessAnalyzer(TextAnalyzer):
                 raise RuntimeError("an analysis is waited for once")
             answered = True
             try:
-                ok, answer = child.conn.recv()
+                reply = child.conn.recv()
             except (EOFError, OSError) as exc:
                 raise self._lost(op) from exc
             finally:
                 self._lock.release()
-            if not ok:
-                name, message = answer
-                cls = getattr(errors, name, None)
-                if isinstance(cls, type) and issubclass(cls, PgmemError):
-                    raise cls(message)
-                raise PgmemError(f"the spaCy process failed: {message}")
-            return answer
+            return value_of(reply)
 
         return wait
 
@@ -184,7 +179,7 @@ class _Child:
             child.close()
         started = cls(process, parent)
         try:
-            ok, answer = parent.recv()
+            ok, loaded = parent.recv()
         except (EOFError, OSError) as exc:
             code = started.stop()
             raise ConfigurationError(
@@ -192,10 +187,10 @@ class _Child:
             ) from exc
         if not ok:
             started.stop()
-            raise ConfigurationError(answer[1])
-        for level, message in answer.pop("log"):
+            raise ConfigurationError(loaded[1])
+        for level, message in loaded.pop("log"):
             logger.log(level, "%s", message)
-        started.info = answer
+        started.info = loaded
         return started
 
     def alive(self) -> bool:
@@ -226,6 +221,10 @@ def _stop(process: subprocess.Popen[bytes], conn: Connection) -> int | None:
 
 
 # -- the child ---------------------------------------------------------------------------------
+
+
+def _failed(exc: Exception) -> str:
+    return f"the spaCy process failed: {type(exc).__name__}: {exc}"
 
 
 class _Collected(logging.Handler):
@@ -261,17 +260,8 @@ def _serve(conn: Connection, model: str | None) -> None:
             op, arguments = conn.recv()
         except (EOFError, OSError):
             return
-        try:
-            if op == "analyze":
-                answer: Any = analyzer.analyze(*arguments)
-            else:
-                answer = analyzer.analyze_many(*arguments)
-            reply: tuple[bool, Any] = (True, answer)
-        except PgmemError as exc:
-            reply = (False, (type(exc).__name__, str(exc)))
-        except Exception as exc:  # noqa: BLE001 -- reported to the caller, not lost
-            reply = (False, ("", f"{type(exc).__name__}: {exc}"))
-        conn.send(reply)
+        run = analyzer.analyze if op == "analyze" else analyzer.analyze_many
+        conn.send(answer(functools.partial(run, *arguments), _failed))
 
 
 def main(argv: list[str]) -> None:

@@ -21,6 +21,7 @@ The socket is ``multiprocessing.connection``'s, authenticated by a random key in
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -37,7 +38,7 @@ from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
 
-from pgmem import errors
+from pgmem.answers import answer, value_of
 from pgmem.errors import ConfigurationError, PgmemError
 
 STATE_FILE = "server.json"
@@ -137,20 +138,14 @@ class ServerClient:
                     key = (Path(self.state.home) / KEY_FILE).read_bytes()
                     self._conn = Client(self.state.socket, family="AF_UNIX", authkey=key)
                 self._conn.send((op, arguments))
-                ok, value = self._conn.recv()
+                reply = self._conn.recv()
         except (OSError, EOFError, ValueError) as exc:
             self.close()
             raise ConfigurationError(
                 f"the pgmem server (pid {self.state.pid}) does not answer: {exc}; "
                 "`pgmem server stop` and start it again"
             ) from exc
-        if not ok:
-            name, message = value
-            error = getattr(errors, name, None)
-            if not (isinstance(error, type) and issubclass(error, PgmemError)):
-                error = PgmemError
-            raise error(message)
-        return value
+        return value_of(reply)
 
     def info(self) -> dict[str, Any]:
         """What the server holds: the models' names, spaCy's pipe names, its PostgreSQL; the
@@ -208,6 +203,12 @@ def remote_analyzer(client: ServerClient) -> Any:
 
 
 # -- the background process ------------------------------------------------------------------
+
+
+def _failed(op: str, exc: Exception) -> str:
+    """A request's unexpected failure: logged here, reported to the command."""
+    logger.exception("pgmem server: %s failed", op)
+    return f"the pgmem server failed: {exc}"
 
 
 class _Background:
@@ -270,15 +271,12 @@ class _Background:
                     op, arguments = conn.recv()
                 except (EOFError, OSError):
                     return
+                # the command raises a PgmemError again, by class name
+                reply = answer(
+                    functools.partial(self._answer, op, arguments), functools.partial(_failed, op)
+                )
                 try:
-                    answer = (True, self._answer(op, arguments))
-                except PgmemError as exc:  # the command raises it again, by class name
-                    answer = (False, (type(exc).__name__, str(exc)))
-                except Exception as exc:  # reported to the command, not lost
-                    logger.exception("pgmem server: %s failed", op)
-                    answer = (False, ("PgmemError", f"the pgmem server failed: {exc}"))
-                try:
-                    conn.send(answer)
+                    conn.send(reply)
                 except OSError:
                     return
 
