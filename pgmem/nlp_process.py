@@ -10,7 +10,8 @@ The child is a Python running :func:`main` with ``FD MODEL``, started on first u
 over a socket pair (``multiprocessing.connection``: pickled messages). It loads a
 :class:`~pgmem.nlp.TextAnalyzer` of ``MODEL``, says what it loaded (or why it could not), then
 answers one request at a time until its end of the pair closes -- when the analyzer is
-collected, at exit, or when the parent dies. A child that dies is started again by the next
+collected or closed (``Memory.close`` closes those pgmem made), at exit, or when the parent
+dies. It ignores Ctrl-C (the parent decides) and writes nothing on the application's stdout. A child that dies is started again by the next
 call, which raises :class:`~pgmem.errors.ConfigurationError` if it cannot be.
 """
 
@@ -20,6 +21,7 @@ import contextlib
 import functools
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -51,9 +53,19 @@ def make_analyzer(model: str | None = None, *, apart: bool = True) -> TextAnalyz
     setting = os.environ.get(PROCESS_VARIABLE, "").strip().lower()
     if setting:
         apart = setting not in ("0", "false", "no", "off")
+    elif not can_start_children():
+        apart = False
     if chosen == BLANK or not apart:
         return TextAnalyzer(model)
     return ProcessAnalyzer(model)
+
+
+def can_start_children() -> bool:
+    """Whether this process can start a Python child the way :class:`ProcessAnalyzer` does: a
+    POSIX system (file descriptors passed on), and ``sys.executable`` a Python -- not, say, the
+    uWSGI binary embedding this interpreter."""
+    name = os.path.basename(sys.executable or "").lower()
+    return os.name == "posix" and name.startswith("python")
 
 
 class ProcessAnalyzer(TextAnalyzer):
@@ -170,7 +182,8 @@ class _Child:
             process = subprocess.Popen(
                 [sys.executable, "-c", f"import {MODULE} as m; m.main(m.sys.argv[1:])",
                  str(child.fileno()), model or ""],
-                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                # stdout is the application's (an MCP server speaks on it), not the child's
+                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             )
         except OSError as exc:
             parent.close()
@@ -265,6 +278,10 @@ def _serve(conn: Connection, model: str | None) -> None:
 
 
 def main(argv: list[str]) -> None:
+    """The child: serve analyses on file descriptor ``argv[0]`` with the spaCy model
+    ``argv[1]`` (empty: the default). Ctrl-C in a terminal reaches the whole process group: the
+    parent decides, and the child ends when its end of the pair closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd, model = int(argv[0]), argv[1] or None
     with Connection(fd) as conn:
         _serve(conn, model)

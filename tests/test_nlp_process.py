@@ -140,6 +140,24 @@ def test_make_analyzer_runs_spacy_apart_where_asked(monkeypatch: pytest.MonkeyPa
     assert type(make_analyzer(apart=False)) is ProcessAnalyzer
 
 
+def test_where_no_python_child_can_be_started_spacy_runs_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(nlp_process.PROCESS_VARIABLE, raising=False)
+    monkeypatch.setattr(nlp_process.sys, "executable", "/usr/local/bin/uwsgi")
+    assert type(make_analyzer()) is pgmem.TextAnalyzer
+    monkeypatch.setenv(nlp_process.PROCESS_VARIABLE, "1")  # asked for: tried
+    assert type(make_analyzer()) is ProcessAnalyzer
+
+
+def test_ctrl_c_reaches_the_parent_not_the_child(apart: ProcessAnalyzer) -> None:
+    pid = child_pid(apart)
+    os.kill(pid, signal.SIGINT)
+    time.sleep(0.2)
+    assert apart.analyze("Nora paints.").lexemes == ("nora", "paint")
+    assert child_pid(apart) == pid
+
+
 def test_a_memory_runs_spacy_apart_where_its_embedder_runs_beside_it(
     db_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
