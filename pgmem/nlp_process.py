@@ -136,7 +136,8 @@ class ProcessAnalyzer(TextAnalyzer):
             lost = self._lost(op)
             self._lock.release()
             raise lost from exc
-        except BaseException:
+        except BaseException:  # interrupted mid-message: a new child for the next call
+            self._discard()
             self._lock.release()
             raise
         answered = False
@@ -150,11 +151,20 @@ class ProcessAnalyzer(TextAnalyzer):
                 reply = child.conn.recv()
             except (EOFError, OSError) as exc:
                 raise self._lost(op) from exc
+            except BaseException:  # interrupted (Ctrl-C): its answer would reach the next call
+                self._discard()
+                raise
             finally:
                 self._lock.release()
             return value_of(reply)
 
         return wait
+
+    def _discard(self) -> None:
+        """Kill the child (the lock held): what it would still send belongs to no call."""
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
 
     def _lost(self, op: str) -> ConfigurationError:
         """The error of a child that stopped during ``op`` (the lock held); it is let go of,
@@ -212,6 +222,13 @@ class _Child:
     def stop(self) -> int | None:
         self._finalizer.detach()
         return _stop(self.process, self.conn)
+
+    def kill(self) -> None:
+        self._finalizer.detach()
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        self.process.kill()
+        self.process.wait()
 
     def abandon(self) -> None:
         """Let go of a child this (forked) process did not start: close this process's copy

@@ -228,3 +228,22 @@ def test_closing_an_async_memory_stops_the_spacy_process_it_started(
 
     _, pid = asyncio.run(main())
     assert not pid_alive(pid)
+
+
+def test_a_wait_interrupted_leaves_no_answer_for_the_next_call(apart: ProcessAnalyzer) -> None:
+    """Ctrl-C while waiting: the interrupted analysis's answer must not become the next call's
+    (the child that would send it is replaced)."""
+    wait = apart.analyze_many_later(["Olga flew to Lima."] * 200)
+    pid = child_pid_unlocked(apart)
+    conn = apart._child.conn  # type: ignore[union-attr]
+
+    def interrupted() -> object:
+        raise KeyboardInterrupt
+
+    real_recv = conn.recv
+    conn.recv = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        wait()
+    conn.recv = real_recv  # type: ignore[method-assign]
+    assert not pid_alive(pid)
+    assert apart.analyze("Pablo in Quito.").lexemes == ("pablo", "quito")
