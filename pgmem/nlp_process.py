@@ -131,6 +131,10 @@ class ProcessAnalyzer(TextAnalyzer):
         self._lock.acquire()
         try:
             child = self._started()
+        except BaseException:
+            self._lock.release()
+            raise
+        try:
             child.conn.send((op, arguments))
         except (EOFError, OSError) as exc:
             lost = self._lost(op)
