@@ -9,7 +9,7 @@ has a GIL of its own: the same pair takes as long as the embedding alone.
 The child is a Python running :func:`main` with ``FD MODEL``, started on first use and talking
 over a socket pair (``multiprocessing.connection``: pickled messages). It loads a
 :class:`~pgmem.nlp.TextAnalyzer` of ``MODEL``, says what it loaded (or why it could not), then
-answers one request at a time until its end of the pair closes -- when the analyzer is
+answers requests in the order they came until its end of the pair closes -- when the analyzer is
 collected or closed (``Memory.close`` closes those pgmem made), at exit, or when the parent
 dies. It ignores Ctrl-C (the parent decides) and writes nothing on the application's stdout. A child that dies is started again by the next
 call, which raises :class:`~pgmem.errors.ConfigurationError` if it cannot be.
@@ -71,8 +71,9 @@ def can_start_children() -> bool:
 class ProcessAnalyzer(TextAnalyzer):
     """A :class:`~pgmem.nlp.TextAnalyzer` whose analyses run in a child process (see the
     module docstring): the same lemmas and entities, without taking the GIL from the embedder
-    or the application. One request at a time; :attr:`nlp` loads the pipeline here too (only
-    for callers that want the ``spacy.Language``)."""
+    or the application. Threads may each have a request in flight (answered in order);
+    :attr:`nlp` loads the pipeline here too (only for callers that want the
+    ``spacy.Language``)."""
 
     def __init__(self, model: str | None = None) -> None:
         super().__init__(model)
@@ -99,8 +100,8 @@ class ProcessAnalyzer(TextAnalyzer):
     def analyze_many_later(
         self, texts: Sequence[str], batch_size: int = 64
     ) -> Callable[[], list[Analysis]]:
-        """Send ``texts`` to the child now; the returned function waits for their analyses.
-        Until it is called, other calls of this analyzer wait."""
+        """Send ``texts`` to the child now; the returned function waits for their analyses
+        (other calls may send theirs meanwhile)."""
         wait: Callable[[], list[Analysis]] = self._request("analyze_many", list(texts), batch_size)
         return wait
 
@@ -127,23 +128,18 @@ class ProcessAnalyzer(TextAnalyzer):
 
     def _request(self, op: str, *arguments: Any) -> Callable[[], Any]:
         """Send a request to the child (started if need be); the function that waits for its
-        answer, once. The analyzer's lock is held from now until the answer is in."""
-        self._lock.acquire()
-        try:
+        answer, once. Requests are answered in the order they were sent, so calls from several
+        threads may each have one in flight: whichever waits first reads the answers that came
+        before its own and keeps them for their callers."""
+        with self._lock:
             child = self._started()
-        except BaseException:
-            self._lock.release()
-            raise
-        try:
-            child.conn.send((op, arguments))
-        except (EOFError, OSError) as exc:
-            lost = self._lost(op)
-            self._lock.release()
-            raise lost from exc
-        except BaseException:  # interrupted mid-message: a new child for the next call
-            self._discard()
-            self._lock.release()
-            raise
+            try:
+                ticket = child.send((op, arguments))
+            except (EOFError, OSError) as exc:
+                raise self._lost(child, op) from exc
+            except BaseException:  # interrupted mid-message: a new child for the next call
+                child.break_off("a request was interrupted while it was sent")
+                raise
         answered = False
 
         def wait() -> Any:
@@ -152,29 +148,20 @@ class ProcessAnalyzer(TextAnalyzer):
                 raise RuntimeError("an analysis is waited for once")
             answered = True
             try:
-                reply = child.conn.recv()
+                reply = child.reply(ticket)
             except (EOFError, OSError) as exc:
-                raise self._lost(op) from exc
-            except BaseException:  # interrupted (Ctrl-C): its answer would reach the next call
-                self._discard()
-                raise
-            finally:
-                self._lock.release()
+                with self._lock:
+                    raise self._lost(child, op) from exc
             return value_of(reply)
 
         return wait
 
-    def _discard(self) -> None:
-        """Kill the child (the lock held): what it would still send belongs to no call."""
-        if self._child is not None:
-            self._child.kill()
-            self._child = None
-
-    def _lost(self, op: str) -> ConfigurationError:
+    def _lost(self, child: _Child, op: str) -> ConfigurationError:
         """The error of a child that stopped during ``op`` (the lock held); it is let go of,
         and the next call starts another."""
-        code = self._child.stop() if self._child is not None else None
-        self._child = None
+        code = child.stop()
+        if self._child is child:
+            self._child = None
         return ConfigurationError(f"the spaCy process stopped (exit code {code}) during {op}")
 
 
@@ -186,6 +173,13 @@ class _Child:
         self.conn = conn
         self.owner = os.getpid()
         self.info: dict[str, Any] = {}
+        # Requests sent and answers read, in order; answers read for other callers, by ticket.
+        self._sent = 0
+        self._read = 0
+        self._answers: dict[int, Any] = {}
+        self._arrived = threading.Condition()
+        self._reader = False  # a caller is reading the next answer
+        self._broken: str | None = None
         # Collected or not, the analyzer stops its child at exit.
         self._finalizer = weakref.finalize(self, _stop, process, conn)
 
@@ -221,7 +215,50 @@ class _Child:
         return started
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self._broken is None and self.process.poll() is None
+
+    def send(self, request: Any) -> int:
+        """Send a request (the analyzer's lock held); its ticket."""
+        self.conn.send(request)
+        self._sent += 1
+        return self._sent - 1
+
+    def reply(self, ticket: int) -> Any:
+        """The answer to request ``ticket``. One caller at a time reads the next answer off
+        the pair (keeping it for its caller, if another's); the others wait for it."""
+        with self._arrived:
+            while ticket not in self._answers:
+                if self._broken is not None:
+                    raise ConfigurationError(f"the spaCy process was stopped: {self._broken}")
+                if self._reader:
+                    self._arrived.wait()
+                    continue
+                self._reader = True
+                self._arrived.release()
+                try:
+                    answer_read = self.conn.recv()
+                except (EOFError, OSError):
+                    if self._broken is not None:
+                        raise ConfigurationError(
+                            f"the spaCy process was stopped: {self._broken}"
+                        ) from None
+                    raise
+                except BaseException:  # interrupted (Ctrl-C): its answer would go astray
+                    self.break_off("a wait for its answer was interrupted")
+                    raise
+                finally:
+                    self._arrived.acquire()
+                    self._reader = False
+                    self._arrived.notify_all()
+                self._answers[self._read] = answer_read
+                self._read += 1
+            return self._answers.pop(ticket)
+
+    def break_off(self, why: str) -> None:
+        """Kill the child: what it would still send belongs to no call (requests in flight get
+        a ConfigurationError saying ``why``)."""
+        self._broken = why
+        self.kill()
 
     def stop(self) -> int | None:
         self._finalizer.detach()
@@ -231,7 +268,8 @@ class _Child:
         self._finalizer.detach()
         with contextlib.suppress(OSError):
             self.conn.close()
-        self.process.kill()
+        with contextlib.suppress(OSError):
+            self.process.kill()
         self.process.wait()
 
     def abandon(self) -> None:
