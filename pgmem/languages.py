@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from pgmem.errors import ConfigurationError, InvalidInputError, PgmemError
 from pgmem.nlp import Analysis, TextAnalyzer
-from pgmem.nlp_process import ProcessAnalyzer, make_analyzer
+from pgmem.nlp_process import make_analyzer
 
 DEFAULT_TS_CONFIG = "english"
 #: The longest configuration name PostgreSQL can hold (schema-qualified: two identifiers).
@@ -147,11 +147,15 @@ class Languages:
     ``analyzers`` (see :data:`Analyzers`) are English's analyzer, or one per configuration;
     a configuration without one given uses, for English, the default spaCy model, for another
     language its installed spaCy model, else PostgreSQL; those analyzers run spaCy in a process
-    of their own where ``apart`` (:func:`~pgmem.nlp_process.make_analyzer`). Nothing loads a
-    model here.
+    of their own where ``apart()`` says so (None: never), asked when one is made (it may load the embedder's
+    library: torch is asked how many threads it runs; :func:`~pgmem.nlp_process.make_analyzer`).
+    Nothing loads a model here.
     """
 
-    def __init__(self, default: str | None, analyzers: Analyzers, *, apart: bool = False) -> None:
+    def __init__(
+        self, default: str | None, analyzers: Analyzers, *,
+        apart: Callable[[], bool] | None = None,
+    ) -> None:
         self.default = check_name(
             default if default is not None
             else os.environ.get("PGMEM_TS_CONFIG") or DEFAULT_TS_CONFIG,
@@ -225,7 +229,7 @@ class Languages:
         return None if model is None else self._made(model)
 
     def _made(self, model: str | None) -> TextAnalyzer:
-        analyzer = make_analyzer(model, apart=self._apart)
+        analyzer = make_analyzer(model, apart=self._apart is not None and self._apart())
         self._own.append(analyzer)
         return analyzer
 
@@ -234,5 +238,4 @@ class Languages:
         caller's); one used again starts another."""
         with self._lock:
             for analyzer in self._own:
-                if isinstance(analyzer, ProcessAnalyzer):
-                    analyzer.close()
+                analyzer.close()

@@ -167,6 +167,10 @@ class TextAnalyzer:
         caller must call it (an analyzer may hold a lock until then)."""
         return functools.partial(self.analyze_many, list(texts), batch_size)
 
+    def close(self) -> None:
+        """Let go of what the analyses run on beyond this object (here nothing: the pipeline
+        goes with the object; a :class:`~pgmem.nlp_process.ProcessAnalyzer` stops its child)."""
+
     def _load(self) -> Any:
         try:
             import spacy

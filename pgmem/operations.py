@@ -506,8 +506,11 @@ class Operations:
         # Embeds a query while spaCy analyses it (see _query_vectors).
         self._overlap = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="pgmem-embed")
         # spaCy runs in a process of its own where the embedder runs beside it (the two would
-        # take turns for the GIL; pgmem.nlp_process), unless the caller gave an analyzer.
-        self.languages = Languages(ts_config, nlp, apart=embeds_beside_analysis(self.embedder))
+        # take turns for the GIL; pgmem.nlp_process), unless the caller gave an analyzer -- then
+        # the embedder is not asked (torch's answer imports torch: 1.5 s a CLI command).
+        self.languages = Languages(
+            ts_config, nlp, apart=functools.partial(embeds_beside_analysis, self.embedder)
+        )
         # The analyzer of the Memory's configuration; English's where PostgreSQL makes that
         # configuration's lexemes.
         self.analyzer = self.languages.get().analyzer or self.languages.english

@@ -14,6 +14,7 @@ import pgmem
 from pgmem import operations
 from pgmem.embedding import OnnxEmbedder, embeds_beside_analysis, usable_cores
 from pgmem.nlp import Analysis, Entity
+from pgmem.nlp_process import can_start_children
 
 
 class ThreadRecordingAnalyzer(pgmem.TextAnalyzer):
@@ -173,3 +174,28 @@ def test_a_failed_embedding_still_collects_the_analysis_it_started() -> None:
     with pytest.raises(pgmem.EmbeddingError, match="embedder broke"):
         ops._query_vectors("where is the crate?", 4, ops.languages.get())
     assert events == ["sent", "waited", "analyze"]
+
+
+def test_a_given_analyzer_leaves_the_embedder_unasked() -> None:
+    """Where spaCy runs is the embedder's question only for an analyzer pgmem makes: torch's
+    answer imports torch, which a CLI command that embeds nothing should not wait for."""
+
+    class Asked(ThreadRecordingEmbedder):
+        asked = 0
+
+        @property
+        def overlaps_analysis(self) -> bool:  # type: ignore[override]
+            Asked.asked += 1
+            return True
+
+    embedder = Asked(None)
+    operations.Operations(
+        embedder=embedder, nlp=ThreadRecordingAnalyzer(), reranker=None, schema="pgmem",
+        tenant="t", keyword_score="bm25", max_text_length=100,
+    )
+    assert Asked.asked == 0
+    ops = operations.Operations(
+        embedder=embedder, nlp=None, reranker=None, schema="pgmem", tenant="t",
+        keyword_score="bm25", max_text_length=100,
+    )
+    assert Asked.asked == 1 and ops.analyzer.runs_apart is can_start_children()
