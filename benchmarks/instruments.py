@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 import pgmem
-from pgmem.embedding import embeds_beside_analysis
+from pgmem.embedding import embed_apart, embeds_beside_analysis
 from pgmem.nlp import Analysis
 
 
@@ -80,6 +80,11 @@ class TimedEmbedder:
     def embed(self, texts: Sequence[str]) -> Any:
         with CLOCK.timing("embedding"):
             return self.inner.embed(texts)
+
+    def embed_apart(self, texts: Sequence[str]) -> Any:
+        """The inner embedder's ``embed_apart`` (pgmem.embedding.embed_apart), timed alike."""
+        with CLOCK.timing("embedding"):
+            return embed_apart(self.inner, texts)
 
     @property
     def overlaps_analysis(self) -> bool:

@@ -848,7 +848,8 @@ class Operations:
         (those the cache holds are not embedded again). ``later()`` starts the analysis and
         returns what waits for it (:meth:`TextSearch.analyze_many_later`). The texts embed
         while it runs: in this thread while another process analyses (``apart``: neither
-        waits for the other's GIL); else in another thread -- the model releases the GIL for
+        waits for the other's GIL; the embedder's ``embed_apart``,
+        :func:`~pgmem.embedding.embed_apart`); else in another thread -- the model releases the GIL for
         most of its work, so on two cores the two overlap -- unless the embedder says that
         would starve the analysis (:func:`~pgmem.embedding.embeds_beside_analysis`: torch
         with a thread per core); then they embed first."""
@@ -856,7 +857,7 @@ class Operations:
         if apart and beside:
             wait = later()
             try:
-                text_vectors = checked_embeddings(self.embedder, texts, dim)
+                text_vectors = checked_embeddings(self.embedder, texts, dim, apart=True)
             except BaseException:
                 with contextlib.suppress(Exception):
                     wait()  # collected, so that the analyzer is free again

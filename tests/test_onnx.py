@@ -93,3 +93,17 @@ def test_the_runtime_threads_do_not_spin_unless_asked(cache: Path, onnx: OnnxEmb
     spinning.embed(TEXTS[:1])
     options = spinning._runtime.get()[0].get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+
+
+def test_one_text_beside_another_process_embeds_on_one_thread(onnx: OnnxEmbedder) -> None:
+    """``embed_apart``: one text runs in a second, one-thread session (the analysis in the other
+    process keeps a core) and gets the vector ``embed`` gives; a batch runs as ``embed`` does."""
+    alone = onnx.embed_apart(TEXTS[:1])
+    assert np.abs(alone - onnx.embed(TEXTS[:1])).max() < 1e-5
+    single = onnx._one_thread.get()[0].get_session_options()
+    assert single.intra_op_num_threads == 1
+    assert single.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert onnx._runtime.get()[0].get_session_options().intra_op_num_threads == 0  # every core
+    batch = OnnxEmbedder()
+    assert np.array_equal(batch.embed_apart(TEXTS[:2]), batch.embed(TEXTS[:2]))
+    assert batch._one_thread._value is None  # a batch made no second session

@@ -158,6 +158,29 @@ def test_beside_an_analysis_in_another_process_a_batch_embeds_its_texts_meanwhil
     assert events == ["sent", "embed 3", "waited", "analyze", "embed 1"]
 
 
+def test_beside_an_analysis_in_another_process_an_embedder_s_embed_apart_is_used() -> None:
+    """Where the embedder has ``embed_apart`` (ONNX: one text on one thread), the texts embedded
+    while the other process analyses go through it; the names after the analysis do not."""
+    ops, events = apart_operations(overlaps=True)
+    embedder = ops.embedder
+
+    def embed_apart(texts: Sequence[str]) -> np.ndarray:
+        events.append("apart")
+        return embedder.embed(texts)
+
+    embedder.embed_apart = embed_apart  # type: ignore[attr-defined]
+    ops._query_vectors("where is the crate?", 4, ops.languages.get())
+    assert events == ["sent", "apart", "embed 1", "waited", "analyze", "embed 1"]
+    events.clear()
+    # spaCy in this process: the query embeds in a pool thread with ``embed``.
+    here = operations.Operations(
+        embedder=embedder, nlp=ThreadRecordingAnalyzer(events), reranker=None, schema="pgmem",
+        tenant="t", keyword_score="bm25", max_text_length=100,
+    )
+    here._query_vectors("where is the crate?", 4, here.languages.get())
+    assert "apart" not in events and events.count("embed 1") == 2
+
+
 def test_an_embedder_that_takes_every_core_embeds_before_an_analysis_in_another_process() -> None:
     ops, events = apart_operations(overlaps=False)
     ops._query_vectors("where is the crate?", 4, ops.languages.get())
