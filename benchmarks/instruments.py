@@ -9,6 +9,7 @@ threads: the concurrency benchmark uses none of this.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -42,16 +43,38 @@ class Sent:
         return text.upper().startswith("SET ") or text.startswith("SELECT set_config(")
 
 
+# The parts that are model work: "models" counts the seconds during which any of them runs
+# (they overlap: a text embeds while spaCy analyses it).
+MODEL_PARTS = frozenset({"embedding", "nlp"})
+
+
 class Clock:
     """Seconds per named part, and the statements sent, since the last :meth:`reset`."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.sent: list[Sent] = []
+        self._lock = threading.Lock()
+        self._models_running = 0
+        self._models_since = 0.0
 
     def reset(self) -> None:
         self.seconds = {}
         self.sent = []
+
+    def model_started(self) -> None:
+        """A model's work begins (see :data:`MODEL_PARTS`)."""
+        with self._lock:
+            if self._models_running == 0:
+                self._models_since = time.perf_counter()
+            self._models_running += 1
+
+    def model_ended(self) -> None:
+        """A model's work ends: "models" grows when none runs any more."""
+        with self._lock:
+            self._models_running -= 1
+            if self._models_running == 0:
+                self.add("models", time.perf_counter() - self._models_since)
 
     def add(self, part: str, seconds: float) -> None:
         self.seconds[part] = self.seconds.get(part, 0.0) + seconds
@@ -61,11 +84,16 @@ class Clock:
 
     @contextlib.contextmanager
     def timing(self, part: str) -> Iterator[None]:
+        model = part in MODEL_PARTS
+        if model:
+            self.model_started()
         began = time.perf_counter()
         try:
             yield
         finally:
             self.add(part, time.perf_counter() - began)
+            if model:
+                self.model_ended()
 
 
 CLOCK = Clock()
@@ -120,6 +148,7 @@ class TimedAnalyzer(pgmem.TextAnalyzer):
         self, texts: Sequence[str], batch_size: int = 64
     ) -> Callable[[], list[Analysis]]:
         """The inner analyzer's, timed from its start until its analyses are in."""
+        CLOCK.model_started()
         began = time.perf_counter()
         wait = self._inner.analyze_many_later(texts, batch_size)
 
@@ -128,6 +157,7 @@ class TimedAnalyzer(pgmem.TextAnalyzer):
                 return wait()
             finally:
                 CLOCK.add("nlp", time.perf_counter() - began)
+                CLOCK.model_ended()
 
         return timed
 

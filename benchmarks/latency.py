@@ -18,9 +18,9 @@ rotating order:
   search's one round trip: its settings and its statement, sent together in psycopg's
   pipeline mode, from queueing them until the rows are in; any BEGIN, SET or COMMIT sent apart
   would be counted apart) and whose transaction blocks time BEGIN and COMMIT; the rest of the
-  wall time (with the model work counted as the longer of embedding and NLP, which overlap) is
-  pgmem's Python: argument checks, the search plan, reading the rows and fusing
-  them.
+  wall time (less the model work: the time during which the embedder or the analyzer ran, as
+  the two overlap or follow each other) is pgmem's Python: argument checks, the search plan,
+  reading the rows and fusing them.
 - **bare embedding**: the same embedder's ``embed`` of the query text alone (after the query's
   NLP, untimed, as in a search).
 - **bare pgvector**: on another connection, after the query's NLP and embedding (untimed, so
@@ -134,10 +134,9 @@ class Searcher:
             "transaction": (0.0 if pipelined else sum(s.seconds for s in settings))
             + CLOCK.get("begin") + CLOCK.get("commit"),
         }
-        # The query is embedded while spaCy analyses it: the two overlap, so the model work
-        # counts as the longer of them (a lower bound of its wall time).
-        models = max(seconds["embedding"], seconds["nlp"])
-        seconds["python"] = total - models - seconds["sql"] - seconds["transaction"]
+        # The model work: the time during which the embedder or the analyzer ran (the query
+        # embeds while spaCy analyses it, or before it: the two may overlap).
+        seconds["python"] = total - CLOCK.get("models") - seconds["sql"] - seconds["transaction"]
         seconds["total"] = total
         cursor = psycopg.ClientCursor(self.conn)
         texts = [cursor.mogrify(s.text, s.params) for s in settings]
@@ -371,7 +370,7 @@ PIECES = (
     ("nlp", "NLP (lemmas + entities, spaCy)"),
     ("sql", "SQL: one round trip (settings + search statement)"),
     ("transaction", "BEGIN / SET / COMMIT round trips"),
-    ("python", "pgmem's Python (checks, plan, fusion; models counted as max(embedding, NLP))"),
+    ("python", "pgmem's Python (checks, plan, fusion; the rest of the wall time)"),
     ("total", "Memory.search, end to end"),
 )
 
