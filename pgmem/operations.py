@@ -848,11 +848,11 @@ class Operations:
         (those the cache holds are not embedded again). ``later()`` starts the analysis and
         returns what waits for it (:meth:`TextSearch.analyze_many_later`). The texts embed
         while it runs: in this thread while another process analyses (``apart``: neither
-        waits for the other's GIL; the embedder's ``embed_apart``,
-        :func:`~pgmem.embedding.embed_apart`); else in another thread -- the model releases the GIL for
-        most of its work, so on two cores the two overlap -- unless the embedder says that
-        would starve the analysis (:func:`~pgmem.embedding.embeds_beside_analysis`: torch
-        with a thread per core); then they embed first."""
+        waits for the other's GIL; with :func:`~pgmem.embedding.embed_apart`); else in another
+        thread -- the model releases the GIL for most of its work, so on two cores the two
+        overlap -- unless the embedder says that would starve the analysis
+        (:func:`~pgmem.embedding.embeds_beside_analysis`: torch with a thread per core); then
+        they embed first."""
         beside = embeds_beside_analysis(self.embedder)
         if apart and beside:
             wait = later()

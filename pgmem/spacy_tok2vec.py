@@ -1,8 +1,8 @@
 """spaCy's token-to-vector networks run as one function instead of thinc's ~40 layer calls.
 
 A question's analysis runs two of these networks (the shared ``tok2vec`` and the entity
-recogniser's own), each a chain of feature extraction, four hash embeddings, a maxout layer and
-four residual window layers. thinc calls each layer through its generic machinery (a closure
+recogniser's own), each a chain of feature extraction, four to six hash embeddings, a maxout
+layer and four residual window layers. thinc calls each layer through its generic machinery (a closure
 for the backward pass, list/ragged conversions, dropout that does nothing at inference), which
 for a 12-token question costs about as much as the arithmetic: the network took 1.10 ms a
 question and the same operations called in a row 0.79 ms.
@@ -11,7 +11,8 @@ question and the same operations called in a row 0.79 ms.
 very operations thinc's layers call (the same hash, gather, matrix product, maxout, moments and
 window functions of each layer's own operations object, on arrays laid out as thinc lays them
 out, the padding between texts included), so that the vectors are the same to the bit
-(tests/test_nlp.py compares analyses with spaCy's as it loads). A network of another layout,
+(tests/test_spacy_tok2vec.py compares them; tests/test_nlp.py compares the analyses with
+spaCy's as it loads). A network of another layout,
 a training pass, or input other than whole non-empty texts runs thinc's own forward.
 """
 
@@ -29,7 +30,6 @@ class _Maxout(NamedTuple):
     ops: Any
     W: Any
     b: Any
-    ln_ops: Any
     G: Any
     shift: Any
 
@@ -151,7 +151,7 @@ def _maxout(maxout: Any, norm: Any) -> _Maxout | None:
     W, b = maxout.get_param("W"), maxout.get_param("b")
     if W.shape != (maxout.get_dim("nO"), maxout.get_dim("nP"), maxout.get_dim("nI")):
         return None
-    return _Maxout(maxout.ops, W, b, norm.ops, norm.get_param("G"), norm.get_param("b"))
+    return _Maxout(maxout.ops, W, b, norm.get_param("G"), norm.get_param("b"))
 
 
 def _plan(model: Any) -> _Plan | None:
@@ -197,6 +197,6 @@ def _plan(model: Any) -> _Plan | None:
     return _Plan(
         extract_ops=extract.ops, columns=extract.attrs["columns"], flatten_ops=leaves[1].ops,
         hashes=tuple(hashes), concat_ops=embed.layers[2].layers[0].ops, mix=mix,
-        unflatten_ops=leaves[-1].ops, pad_ops=encode.ops, pad=encode.attrs["pad"],
+        unflatten_ops=leaves[-1].ops, pad_ops=encode.layers[0].ops, pad=encode.attrs["pad"],
         windows=tuple(windows),
     )
