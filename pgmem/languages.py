@@ -147,9 +147,9 @@ class Languages:
     ``analyzers`` (see :data:`Analyzers`) are English's analyzer, or one per configuration;
     a configuration without one given uses, for English, the default spaCy model, for another
     language its installed spaCy model, else PostgreSQL; those analyzers run spaCy in a process
-    of their own where ``apart()`` says so (None: never), asked when one is made (it may load the embedder's
-    library: torch is asked how many threads it runs; :func:`~pgmem.nlp_process.make_analyzer`).
-    Nothing loads a model here.
+    of their own where ``apart()`` says so (None: never), asked when one is made (it may load
+    the embedder's library: torch is asked how many threads it runs;
+    :func:`~pgmem.nlp_process.make_analyzer`). Nothing loads a model here.
     """
 
     def __init__(

@@ -11,8 +11,9 @@ over a socket pair (``multiprocessing.connection``: pickled messages). It loads 
 :class:`~pgmem.nlp.TextAnalyzer` of ``MODEL``, says what it loaded (or why it could not), then
 answers requests in the order they came until its end of the pair closes -- when the analyzer is
 collected or closed (``Memory.close`` closes those pgmem made), at exit, or when the parent
-dies. It ignores Ctrl-C (the parent decides) and writes nothing on the application's stdout. A child that dies is started again by the next
-call, which raises :class:`~pgmem.errors.ConfigurationError` if it cannot be.
+dies. It ignores Ctrl-C (the parent decides) and writes nothing on the application's stdout. A
+child that dies is started again by the next call, which raises
+:class:`~pgmem.errors.ConfigurationError` if it cannot be.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from pgmem.answers import answer, value_of
-from pgmem.errors import ConfigurationError, PgmemError
+from pgmem.errors import ConfigurationError
 from pgmem.nlp import BLANK, Analysis, TextAnalyzer
 
 logger = logging.getLogger("pgmem.nlp")
@@ -310,23 +311,28 @@ class _Collected(logging.Handler):
         self.records.append((record.levelno, record.getMessage()))
 
 
+def _loaded(model: str | None) -> TextAnalyzer:
+    analyzer = TextAnalyzer(model)
+    analyzer.analyze("pgmem loads its model.")
+    return analyzer
+
+
 def _serve(conn: Connection, model: str | None) -> None:
     collected = _Collected()
     pgmem_logger = logging.getLogger("pgmem")
     pgmem_logger.addHandler(collected)
     pgmem_logger.propagate = False
     try:
-        analyzer = TextAnalyzer(model)
-        analyzer.analyze("pgmem loads its model.")
-        info = {"entities_available": analyzer.entities_available,
-                "model_name": analyzer.model_name}
-    except PgmemError as exc:
-        conn.send((False, (type(exc).__name__, str(exc))))
-        return
+        ok, loaded = answer(functools.partial(_loaded, model), _failed)
     finally:
         pgmem_logger.removeHandler(collected)
         pgmem_logger.propagate = True
-    conn.send((True, {**info, "log": collected.records}))
+    if not ok:
+        conn.send((False, loaded))
+        return
+    analyzer = loaded
+    conn.send((True, {"entities_available": analyzer.entities_available,
+                      "model_name": analyzer.model_name, "log": collected.records}))
     while True:
         try:
             op, arguments = conn.recv()

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import pgmem
 from pgmem.nlp import DEFAULT_MODELS
 from pgmem.spacy_ops import use_numpy_matmul
 from pgmem.spacy_tok2vec import use_fused_tok2vec
@@ -21,24 +22,22 @@ TEXTS = [
 ]
 
 
-def load() -> Any:
+@pytest.fixture(scope="module")
+def pipelines() -> tuple[Any, Any]:
+    """(thinc's layers, the fused forward): the same model as spaCy loads it (with NumPy's
+    product, as pgmem's) and as pgmem's analyzer loads it."""
     spacy = pytest.importorskip("spacy")
     for name in DEFAULT_MODELS:
         try:
-            nlp = spacy.load(name, exclude=["senter"])
+            thinc = spacy.load(name, exclude=["senter"])
         except OSError:
             continue
-        use_numpy_matmul(nlp)
-        return nlp
+        use_numpy_matmul(thinc)
+        fused = pgmem.TextAnalyzer(name).nlp
+        # pgmem's loading fused both: the shared network and the recogniser's own
+        assert all(hasattr(network._func, "thinc_forward") for network in networks(fused))
+        return thinc, fused
     pytest.skip("no spaCy model installed")
-
-
-@pytest.fixture(scope="module")
-def pipelines() -> tuple[Any, Any]:
-    """(thinc's layers, the fused forward): the same model loaded twice."""
-    thinc, fused = load(), load()
-    assert use_fused_tok2vec(fused) == 2  # the shared network and the recogniser's own
-    return thinc, fused
 
 
 def networks(nlp: Any) -> list[Any]:
@@ -81,6 +80,6 @@ def test_only_networks_of_the_standard_layout_are_changed(pipelines: tuple[Any, 
         if getattr(layer._func, "__qualname__", "").startswith("_fused_forward")
     ]
     assert [name for name, _ in changed] == ["tok2vec", "ner"]
-    assert use_fused_tok2vec(fused) == 2  # again: the same two, not wrapped twice
+    assert use_fused_tok2vec(fused) == 2  # pgmem fused them on loading: not wrapped twice
     assert all(not getattr(layer._func, "thinc_forward", None).__qualname__.startswith(
         "_fused_forward") for layer in networks(fused))
