@@ -35,6 +35,13 @@ HUB_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 BACKENDS = ("torch", "onnx", "onnx-int8")
 # Bumped when the exported graph changes, so that older exports are not reused.
 _EXPORT_VERSION = 2
+#: The most token positions a batch may compute: its texts times its longest text's tokens. A
+#: transformer computes every padded position too, so a batch of 64 memories padded to its
+#: longest cost 2-3x their tokens alone (LoCoMo turns, 64 a call: ONNX 16.5 ms a text in one
+#: batch, 6.2 in batches of at most 256 positions, 6.6 in batches of 8; torch on one thread 31.0
+#: and 14.6); short texts still go many to a batch (64 entity names: 0.70 ms a name, 0.78 in
+#: one batch, 0.96 in batches of 8).
+BATCH_TOKENS = 256
 
 
 @runtime_checkable
@@ -58,6 +65,23 @@ def embed_apart(embedder: Any, texts: Sequence[str]) -> Any:
     return getattr(embedder, "embed_apart", embedder.embed)(texts)
 
 
+def length_batches(lengths: Sequence[int], max_size: int, max_tokens: int) -> list[list[int]]:
+    """The texts of ``lengths`` (their token counts) grouped into batches, shortest first: each
+    batch at most ``max_size`` texts and, padded to its longest, at most ``max_tokens`` token
+    positions (a longer text makes a batch of its own)."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        # Ascending lengths: text i is the longest of the batch if it joins it.
+        if batch and (len(batch) == max_size or (len(batch) + 1) * lengths[i] > max_tokens):
+            batches.append(batch)
+            batch = []
+        batch.append(i)
+    if batch:
+        batches.append(batch)
+    return batches
+
+
 def embeds_beside_analysis(embedder: Any) -> bool:
     """Whether a query is embedded while spaCy analyses it, or before: an embedder's
     ``overlaps_analysis`` (True when it has none)."""
@@ -77,12 +101,22 @@ def default_model() -> str:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model on the CPU (or ``device``), loaded on first use."""
+    """A sentence-transformers model on the CPU (or ``device``), loaded on first use. A batch
+    of texts runs as :func:`length_batches` groups them (at most ``batch_size`` texts and
+    ``batch_tokens`` padded token positions a batch)."""
 
-    def __init__(self, model: str | None = None, *, device: str = "cpu", batch_size: int = 64):
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 64,
+        batch_tokens: int = BATCH_TOKENS,
+    ):
         self.model_name = model or default_model()
         self.device = device
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self._model: Lazy[Any] = Lazy(
             lambda: sentence_transformers().SentenceTransformer(  # type: ignore[attr-defined]
                 self.model_name, device=self.device
@@ -110,8 +144,25 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Unit-length float32 embeddings of ``texts``."""
-        vectors = self.model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+        model, texts = self.model, list(texts)
+        if len(texts) < 2:
+            return self._encoded(model, texts)
+        longest = model.max_seq_length
+        lengths = [
+            min(len(ids), longest)
+            for ids in model.tokenizer(texts, truncation=True, max_length=longest)["input_ids"]
+        ]
+        out = np.zeros((len(texts), 0), dtype=np.float32)
+        for rows in length_batches(lengths, self.batch_size, self.batch_tokens):
+            vectors = self._encoded(model, [texts[i] for i in rows])
+            if out.shape[1] == 0:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[rows] = vectors
+        return out
+
+    def _encoded(self, model: Any, texts: list[str]) -> npt.NDArray[np.float32]:
+        vectors = model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True,
             show_progress_bar=False, convert_to_numpy=True,
         )
         return np.asarray(vectors, dtype=np.float32)
@@ -163,7 +214,8 @@ class OnnxEmbedder:
     :func:`cache_dir`) named after the model and its weights, and loaded from there afterwards.
     ``quantized`` uses int8 weights (dynamic quantisation of the exported model). Writes are
     atomic renames, so processes that start together cannot read a half-written file.
-    ``threads``: ONNX Runtime's intra-op threads (None: its default, one per core).
+    ``batch_size`` and ``batch_tokens``: a batch's most texts and padded token positions
+    (:func:`length_batches`). ``threads``: ONNX Runtime's intra-op threads (None: its default, one per core).
     ``spinning``: whether those threads spin waiting for work between runs (ONNX Runtime's
     default). Off here: a search analyses its query with spaCy while the query embeds, and
     spinning threads took that thread's core (search p50 at 10,000 memories 16.6 ms with
@@ -177,12 +229,14 @@ class OnnxEmbedder:
         quantized: bool = False,
         cache: str | Path | None = None,
         batch_size: int = 64,
+        batch_tokens: int = BATCH_TOKENS,
         threads: int | None = None,
         spinning: bool = False,
     ) -> None:
         self.model_name = model or default_model()
         self.quantized = quantized
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.threads = threads
         self.spinning = spinning
         self._cache = Path(cache) if cache is not None else None
@@ -227,12 +281,11 @@ class OnnxEmbedder:
     ) -> npt.NDArray[np.float32]:
         session, tokenizer, inputs = runtime
         encodings = tokenizer.encode_batch(list(texts))
-        # Shortest first, so that each batch pads little; the rows go back in input order.
-        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        lengths = [len(e.ids) for e in encodings]
+        # Batches that pad little (length_batches); the rows go back in input order.
         out = np.zeros((len(encodings), 0), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in rows)
+        for rows in length_batches(lengths, self.batch_size, self.batch_tokens):
+            width = max(lengths[i] for i in rows)
             feed = {name: np.zeros((len(rows), width), dtype=np.int64) for name in inputs}
             for r, i in enumerate(rows):
                 e = encodings[i]

@@ -107,3 +107,11 @@ def test_one_text_beside_another_process_embeds_on_one_thread(onnx: OnnxEmbedder
     batch = OnnxEmbedder()
     assert np.array_equal(batch.embed_apart(TEXTS[:2]), batch.embed(TEXTS[:2]))
     assert batch._one_thread._value is None  # a batch made no second session
+
+
+def test_a_batch_gets_the_vectors_its_texts_get_alone(onnx: OnnxEmbedder) -> None:
+    """A batch runs in batches that pad little (pgmem.embedding.length_batches)."""
+    alone = np.vstack([onnx.embed([text]) for text in TEXTS])
+    assert np.abs(onnx.embed(TEXTS) - alone).max() < 1e-5
+    one_a_batch = OnnxEmbedder(batch_tokens=1)
+    assert np.abs(one_a_batch.embed(TEXTS) - alone).max() < 1e-5

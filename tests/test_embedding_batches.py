@@ -1,0 +1,41 @@
+"""A batch of texts embeds in batches that pad little (:func:`pgmem.embedding.length_batches`),
+and each text gets the vector it gets alone."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import pgmem
+from pgmem.embedding import BATCH_TOKENS, length_batches
+
+MIXED = [
+    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    "Paris",
+    "word " * 400,  # longer than the model's 256 tokens: truncated alike
+    "Melanie: Wow, that's great! What did you paint last weekend at the lake house?",
+    "ok",
+    "Inventory code XJ-4471 belongs to the blue storage crate in the basement.",
+    "Jon",
+    "The reading group meets on Wednesday; bring snacks.",
+]
+
+
+def test_batches_go_shortest_first_within_their_size_and_token_limits() -> None:
+    lengths = [5, 300, 12, 12, 40, 3, 90, 7]
+    batches = length_batches(lengths, max_size=3, max_tokens=100)
+    assert batches == [[5, 0, 7], [2, 3], [4], [6], [1]]  # 300 tokens: a batch of its own
+    for batch in batches:
+        assert len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= 100
+    assert length_batches([], max_size=3, max_tokens=100) == []
+    assert length_batches([4] * 10, max_size=64, max_tokens=BATCH_TOKENS) == [list(range(10))]
+
+
+def test_a_batch_gets_the_vectors_its_texts_get_alone(
+    embedder: pgmem.SentenceTransformerEmbedder,
+) -> None:
+    alone = np.vstack([embedder.embed([text]) for text in MIXED])
+    assert np.abs(embedder.embed(MIXED) - alone).max() < 1e-5
+    one_a_batch = pgmem.SentenceTransformerEmbedder(batch_tokens=1)
+    one_a_batch._model = embedder._model  # the same loaded model
+    assert np.abs(one_a_batch.embed(MIXED) - alone).max() < 1e-5
+
