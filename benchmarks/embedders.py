@@ -6,8 +6,9 @@ Runtime with int8 weights, all running all-MiniLM-L6-v2 from the same local weig
 
 Queries are LoCoMo dev questions, one ``embed`` call each, the backends taking turns query by
 query so that the machine's other load falls on all alike; documents are LoCoMo dev turns, one
-``embed`` call of ``--documents`` texts (batches of 64). ``--threads`` sets torch's intra-op
-threads and ONNX Runtime's alike, one table per value (0: each library's default). The agreement columns compare
+``embed`` call of ``--documents`` texts (the embedder's batches by length: at most 64
+texts and 256 token positions each). ``--threads`` sets torch's intra-op threads and ONNX
+Runtime's alike, one table per value (0: each library's default). The agreement columns compare
 each backend's vectors of the documents with torch's: the smallest cosine, and the share of
 queries whose top 10 documents (by cosine) are the same as torch's, in the same order. Recall on
 both dev tasks comes from ``python -m benchmarks.retrieval --embedder NAME``.
