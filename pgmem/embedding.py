@@ -82,6 +82,14 @@ def length_batches(lengths: Sequence[int], max_size: int, max_tokens: int) -> li
     return batches
 
 
+def _batch_limits(batch_size: int, batch_tokens: int) -> tuple[int, int]:
+    """An embedder's ``batch_size`` and ``batch_tokens``, checked: positive integers."""
+    for name, value in (("batch_size", batch_size), ("batch_tokens", batch_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+    return batch_size, batch_tokens
+
+
 def embeds_beside_analysis(embedder: Any) -> bool:
     """Whether a query is embedded while spaCy analyses it, or before: an embedder's
     ``overlaps_analysis`` (True when it has none)."""
@@ -115,8 +123,7 @@ class SentenceTransformerEmbedder:
     ):
         self.model_name = model or default_model()
         self.device = device
-        self.batch_size = batch_size
-        self.batch_tokens = batch_tokens
+        self.batch_size, self.batch_tokens = _batch_limits(batch_size, batch_tokens)
         self._model: Lazy[Any] = Lazy(
             lambda: sentence_transformers().SentenceTransformer(  # type: ignore[attr-defined]
                 self.model_name, device=self.device
@@ -145,13 +152,12 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Unit-length float32 embeddings of ``texts``."""
         model, texts = self.model, list(texts)
-        if len(texts) < 2:
+        tokenizer = getattr(model, "tokenizer", None)
+        if len(texts) < 2 or tokenizer is None:
             return self._encoded(model, texts)
-        longest = model.max_seq_length
-        lengths = [
-            min(len(ids), longest)
-            for ids in model.tokenizer(texts, truncation=True, max_length=longest)["input_ids"]
-        ]
+        longest = model.max_seq_length  # None: no truncation
+        tokens = tokenizer(texts, truncation=longest is not None, max_length=longest)
+        lengths = [len(ids) for ids in tokens["input_ids"]]
         out = np.zeros((len(texts), 0), dtype=np.float32)
         for rows in length_batches(lengths, self.batch_size, self.batch_tokens):
             vectors = self._encoded(model, [texts[i] for i in rows])
@@ -235,8 +241,7 @@ class OnnxEmbedder:
     ) -> None:
         self.model_name = model or default_model()
         self.quantized = quantized
-        self.batch_size = batch_size
-        self.batch_tokens = batch_tokens
+        self.batch_size, self.batch_tokens = _batch_limits(batch_size, batch_tokens)
         self.threads = threads
         self.spinning = spinning
         self._cache = Path(cache) if cache is not None else None

@@ -4,6 +4,7 @@ and each text gets the vector it gets alone."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import pgmem
 from pgmem.embedding import BATCH_TOKENS, length_batches
@@ -39,3 +40,12 @@ def test_a_batch_gets_the_vectors_its_texts_get_alone(
     one_a_batch._model = embedder._model  # the same loaded model
     assert np.abs(one_a_batch.embed(MIXED) - alone).max() < 1e-5
 
+
+
+@pytest.mark.parametrize("limits", [{"batch_size": 0}, {"batch_tokens": 0}, {"batch_size": 2.5},
+                                    {"batch_tokens": True}])
+def test_batch_limits_must_be_positive_integers(limits: dict[str, object]) -> None:
+    name = next(iter(limits))
+    for embedder in (pgmem.SentenceTransformerEmbedder, pgmem.OnnxEmbedder):
+        with pytest.raises(pgmem.ConfigurationError, match=name):
+            embedder(**limits)  # type: ignore[arg-type]
