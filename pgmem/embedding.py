@@ -221,11 +221,11 @@ class OnnxEmbedder:
     ``quantized`` uses int8 weights (dynamic quantisation of the exported model). Writes are
     atomic renames, so processes that start together cannot read a half-written file.
     ``batch_size`` and ``batch_tokens``: a batch's most texts and padded token positions
-    (:func:`length_batches`). ``threads``: ONNX Runtime's intra-op threads (None: its default, one per core).
-    ``spinning``: whether those threads spin waiting for work between runs (ONNX Runtime's
-    default). Off here: a search analyses its query with spaCy while the query embeds, and
-    spinning threads took that thread's core (search p50 at 10,000 memories 16.6 ms with
-    spinning, 13.4 without; the embedding alone 4.2 and 4.6 ms).
+    (:func:`length_batches`). ``threads``: ONNX Runtime's intra-op threads (None: its default,
+    one per core). ``spinning``: whether those threads spin waiting for work between runs (ONNX
+    Runtime's default). Off here: a search analyses its query with spaCy while the query
+    embeds, and spinning threads took that thread's core (search p50 at 10,000 memories 16.6 ms
+    with spinning, 13.4 without; the embedding alone 4.2 and 4.6 ms).
     """
 
     def __init__(

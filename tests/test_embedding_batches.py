@@ -41,6 +41,26 @@ def test_a_batch_gets_the_vectors_its_texts_get_alone(
     assert np.abs(one_a_batch.embed(MIXED) - alone).max() < 1e-5
 
 
+def test_the_model_runs_once_a_batch(
+    embedder: pgmem.SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The texts go to the model in length_batches' groups: the 400-word text alone."""
+    model = embedder.model
+    encode, calls = model.encode, []
+
+    def counted(texts: list[str], **kwargs: object) -> object:
+        calls.append(len(texts))
+        return encode(texts, **kwargs)
+
+    monkeypatch.setattr(model, "encode", counted)
+    embedder.embed(MIXED)
+    assert sorted(calls) == [1, 7]
+    calls.clear()
+    one_a_batch = pgmem.SentenceTransformerEmbedder(batch_tokens=1)
+    one_a_batch._model = embedder._model
+    one_a_batch.embed(MIXED)
+    assert calls == [1] * len(MIXED)
+
 
 @pytest.mark.parametrize("limits", [{"batch_size": 0}, {"batch_tokens": 0}, {"batch_size": 2.5},
                                     {"batch_tokens": True}])
