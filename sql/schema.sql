@@ -30,8 +30,11 @@ CREATE TABLE pgmem.memories (
     CONSTRAINT memories_scope_check
         CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL)
 );
--- Vectors stay in the row, not TOASTed out of line (the planner does not count reading TOAST).
+-- Vectors stay in the row, not TOASTed out of line (the planner does not count reading TOAST);
+-- so do the text, lexemes and metadata of a row up to about a page (8160 bytes): a search reads
+-- them for every memory of a small scope, and an out-of-line value costs an index probe more.
 ALTER TABLE pgmem.memories ALTER COLUMN embedding SET STORAGE MAIN;
+ALTER TABLE pgmem.memories SET (toast_tuple_target = 8160);
 CREATE INDEX memories_embedding_idx ON pgmem.memories USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX memories_lexemes_idx ON pgmem.memories USING gin (lexemes);
 -- A scope's memories by scope id, in get_all's page order (created_at, id): a page is one

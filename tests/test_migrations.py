@@ -32,6 +32,12 @@ CATALOG = {
     "indexes": """
         SELECT indexname, indexdef FROM pg_indexes
          WHERE schemaname = 'pgmem' AND tablename <> 'alembic_version' ORDER BY 1""",
+    "storage options": """
+        SELECT c.relname, c.reloptions
+          FROM pg_class c
+          JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'pgmem' AND c.relkind = 'r' AND c.relname <> 'alembic_version'
+         ORDER BY 1""",
     "constraints": """
         SELECT c.relname, k.conname, pg_get_constraintdef(k.oid)
           FROM pg_constraint k
@@ -151,7 +157,46 @@ def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
         host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
         ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
     assert host == [("host_app_42",)]
-    assert ours == [("0004",)]
+    assert ours == [("0005",)]
+
+
+# A memory of ~1,300 characters: with its 384-dimensional vector a row of ~3.5 kB, past the
+# 2 kB at which PostgreSQL moves long values out of line unless toast_tuple_target says otherwise.
+LONG_TEXT = " ".join(
+    f"On day {i} Caroline walked her dog Rex past the old mill on Fenwick Street and counted"
+    f" {i * 7} sparrows." for i in range(1, 14)
+)
+ROW_STORAGE = """
+    SELECT max(pg_column_size(m.*)) AS row_size,
+           count(*) FILTER (WHERE pg_column_compression(m.text) IS NOT NULL
+                               OR pg_column_compression(m.lexemes) IS NOT NULL) AS compressed
+      FROM pgmem.memories m"""
+
+
+def out_of_line_chunks(conn: psycopg.Connection) -> int:
+    (toast,) = conn.execute(  # type: ignore[misc]
+        "SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'pgmem.memories'::regclass"
+    ).fetchone()
+    (chunks,) = conn.execute(f"SELECT count(*) FROM {toast}").fetchone()  # type: ignore[misc]
+    return int(chunks)
+
+
+def test_a_long_memory_stays_in_its_row(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as memory:
+        memory.add(LONG_TEXT, user_id="u1")
+        with psycopg.connect(db_dsn) as conn:
+            row = conn.execute(ROW_STORAGE).fetchone()
+            assert row is not None and row[0] > 3000 and row[1] == 0
+            assert out_of_line_chunks(conn) == 0
+        pgmem.downgrade(db_dsn, "0004")  # before 0005, such a row went out of line
+        memory.add(LONG_TEXT + " Again.", user_id="u1")
+        with psycopg.connect(db_dsn) as conn:
+            assert out_of_line_chunks(conn) > 0
+        pgmem.migrate(db_dsn)
+        hits = memory.search("sparrows by the mill", user_id="u1")  # out of line or not
+        assert sorted(h.text for h in hits) == [LONG_TEXT, LONG_TEXT + " Again."]
 
 
 def test_the_dimension_is_chosen_at_creation(empty_db_dsn: str) -> None:
@@ -224,7 +269,7 @@ def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
     current = subprocess.run(
         [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
     )
-    assert "0004 (head)" in current.stdout
+    assert "0005 (head)" in current.stdout
     assert {"memories", "history"} <= tables(empty_db_dsn)
 
 
@@ -247,5 +292,6 @@ def test_the_wheel_ships_sql_and_migrations(tmp_path: Path) -> None:
         "pgmem/migrations/versions/0001_initial.py",
         "pgmem/migrations/versions/0002_link_scope.py",
         "pgmem/migrations/versions/0004_models_and_paging.py",
+        "pgmem/migrations/versions/0005_rows_inline.py",
         "pgmem/py.typed",
     } <= names
