@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -64,6 +64,7 @@ from pgmem.results import (
     Page,
     SearchHit,
 )
+from pgmem.scope_sizes import LargeScopes
 from pgmem.store import Row, Statement, Store
 from pgmem.validate import NewMemory, Scope
 
@@ -352,9 +353,11 @@ def search_batch(
     *,
     keyword_score: str,
     text_search: TextSearch,
+    small: bool = False,
 ) -> tuple[list[Statement[Any]], Callable[[list[Any]], tuple[SearchPlan, list[Row]]]]:
     """The search's settings and statement (steps 2-7), sent in one round trip; the plan and
-    the statement's rows from their results."""
+    the statement's rows from their results. ``small``: the statement for a scope read row by
+    row (:mod:`pgmem.scope_sizes`)."""
     plan = search_plan(
         request, analysis, vectors,
         keyword_score=keyword_score,
@@ -363,7 +366,7 @@ def search_batch(
     )
     statements: list[Statement[Any]] = [
         search_settings(store, request, capabilities),
-        store.search(plan.params, request.condition),
+        store.search(plan.params, request.condition, small=small),
     ]
 
     def read(results: list[Any]) -> tuple[SearchPlan, list[Row]]:
@@ -447,6 +450,12 @@ def search_sql_steps(
     return (yield from result_of(store.search_sql(plan.params, request.condition)))
 
 
+def _scope_key(request: SearchRequest) -> Hashable:
+    """What makes two searches' scopes the same set of memories: the scope ids and the
+    metadata filter."""
+    return request.scope, repr(request.condition), repr(sorted(request.filter_params.items()))
+
+
 def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], Analysis]]:
     """``later`` for :meth:`Operations._embedded_beside` of one text's analysis."""
 
@@ -519,6 +528,7 @@ class Operations:
         self._space: EmbeddingSpace | None = None
         self._space_read = 0.0
         self._embedder_name: str | None = None
+        self._large_scopes = LargeScopes()
         turns = model_concurrency()
         self._model_turns = None if turns is None else threading.BoundedSemaphore(turns)
 
@@ -688,12 +698,19 @@ class Operations:
             raise ConfigurationError("rerank=True needs a reranker: Memory(..., reranker=...)")
         text_search = yield from self._text_search(ts_config)
         analysis, vectors = yield from self._analyze_query(request.query, text_search)
-        plan, rows = yield from batch(
-            functools.partial(
-                search_batch, self.store, request, analysis, vectors,
-                keyword_score=self.keyword_score, text_search=text_search,
-            )
+        statement = functools.partial(
+            search_batch, self.store, request, analysis, vectors,
+            keyword_score=self.keyword_score, text_search=text_search,
         )
+        # A scope not known to be large is searched as a small one first: that statement
+        # returns no row for a larger scope (pgmem.scope_sizes).
+        scope = _scope_key(request)
+        large = scope in self._large_scopes
+        plan, rows = yield from batch(functools.partial(statement, small=not large))
+        if not rows and not large:
+            plan, rows = yield from batch(functools.partial(statement, small=False))
+        if rows:
+            self._large_scopes.note(scope, rows[0]["scope_size"], plan.params["scan_rows"])
         fetch = scoring.internal_limit(request.limit) if rerank else request.limit
         hits = fuse_rows(plan, rows, threshold=request.threshold, limit=fetch)
         if reranker is not None and rerank:

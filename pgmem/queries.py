@@ -19,13 +19,26 @@ NO_FILTER = sql.SQL("TRUE")
 SCOPE_IDS = ("user_id", "agent_id", "run_id")
 _BLOCK = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _COMMENT = re.compile(r"\s*--.*$")
+# The lines a search of a large scope needs only (see the search block), markers included.
+_LARGE_SCOPE = re.compile(
+    r"^[ \t]*-- \[large scope\][ \t]*\n.*?^[ \t]*-- \[/large scope\][ \t]*\n",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def named_blocks(text: str) -> dict[str, str]:
     """The ``-- name: <name>`` blocks of a queries file's text, by name, without their comments
-    (a statement is sent on every call; its comments are for the file's readers)."""
+    (a statement is sent on every call; its comments are for the file's readers). A block with
+    lines between ``-- [large scope]`` and ``-- [/large scope]`` also gives ``<name>_small``:
+    the block without them."""
     parts = _BLOCK.split(text)[1:]
-    return {name: _without_comments(body) for name, body in zip(parts[::2], parts[1::2])}
+    blocks = {}
+    for name, body in zip(parts[::2], parts[1::2]):
+        blocks[name] = _without_comments(body)
+        small = _LARGE_SCOPE.sub("", body)
+        if small != body:
+            blocks[f"{name}_small"] = _without_comments(small)
+    return blocks
 
 
 def _without_comments(body: str) -> str:

@@ -220,10 +220,15 @@ class Store:
 
     # -- search
 
-    def search(self, params: Row, filters: sql.Composable) -> Statement[list[Row]]:
+    def search(
+        self, params: Row, filters: sql.Composable, *, small: bool = False
+    ) -> Statement[list[Row]]:
         """Every candidate of the three legs with its raw signals. Server-prepared, to run after
-        :meth:`search_settings`: parsed and planned once per connection and scope shape."""
-        return self._statement("search", params, "all", _rows, filters, prepare=True, binary=True)
+        :meth:`search_settings`: parsed and planned once per connection and scope shape. With
+        ``small``, the statement for a scope read row by row, which returns no row for a larger
+        one (see :mod:`pgmem.scope_sizes`)."""
+        name = "search_small" if small else "search"
+        return self._statement(name, params, "all", _rows, filters, prepare=True, binary=True)
 
     def explain_search(
         self, params: Row, filters: sql.Composable, *, analyze: bool

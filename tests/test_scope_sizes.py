@@ -1,0 +1,122 @@
+"""A search sends the statement for a small scope unless it knows the scope is large; both
+statements answer alike, and what a search finds keeps the choice current."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import pytest
+from psycopg import sql
+
+import pgmem
+from pgmem import pipeline
+from pgmem.queries import raw_queries
+from pgmem.scope_sizes import LargeScopes
+from pgmem.store import Store
+
+TEXTS = [
+    "Caroline moved to Ottawa to work at Shopify",
+    "Melanie paints sunsets by the lake in Paris",
+    "Jon opened a dance studio in Boston last spring",
+    "Gina lost her job at the bank and started a clothing store",
+    "Caroline adopted a puppy called Rex from the shelter",
+    "Melanie's kids love the camping trips in the mountains",
+    "Jon met Gina at a fashion fair in Milan",
+    "The book club reads Dune next month",
+]
+QUERIES = ["Where does Caroline work?", "Who paints?", "What did Jon open?", "pets"]
+
+
+class Sent:
+    """Which search statement each search sent: True for the small scope's."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.small: list[bool] = []
+        search = Store.search
+
+        def spy(store: Store, params: Any, filters: sql.Composable, *, small: bool = False) -> Any:
+            self.small.append(small)
+            return search(store, params, filters, small=small)
+
+        monkeypatch.setattr(Store, "search", spy)
+
+    def take(self) -> list[bool]:
+        taken, self.small = self.small, []
+        return taken
+
+
+class AlwaysLarge(LargeScopes):
+    """Every scope taken for a large one: every search sends the statement for any size."""
+
+    def __contains__(self, key: Hashable) -> bool:
+        return True
+
+
+def hits_of(memory: pgmem.Memory, query: str, **kwargs: Any) -> list[tuple[Any, ...]]:
+    return [(h.id, round(h.score, 9), h.explain.legs)
+            for h in memory.search(query, threshold=0.0, **kwargs)]
+
+
+def test_a_search_sends_the_small_statement_until_it_finds_a_large_scope(
+    memory: pgmem.Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 5)  # a scope of more than 5 is large
+    memory.add_many(TEXTS, user_id="big")
+    memory.add_many(TEXTS[:3], user_id="small")
+    sent = Sent(monkeypatch)
+
+    assert memory.search("Where does Caroline work?", user_id="small")
+    assert sent.take() == [True]
+    # A large scope: the small statement returns nothing, the whole one answers.
+    first = memory.search("Where does Caroline work?", user_id="big")
+    assert first and {h.user_id for h in first} == {"big"}
+    assert sent.take() == [True, False]
+    assert memory.search("Where does Caroline work?", user_id="big") == first
+    assert sent.take() == [False]  # remembered as large
+    # The same scope, filtered down to a small one, is a scope of its own.
+    memory.update(first[0].id, metadata={"topic": "work"})
+    assert memory.search("work", user_id="big", filters={"topic": "work"})
+    assert sent.take() == [True]
+    # Shrunk, the scope is searched as a small one again, from the search after the one
+    # that found it small.
+    for hit in memory.get_all(user_id="big", limit=100).items[:4]:
+        memory.delete(hit.id)
+    assert memory.search("Who paints?", user_id="big")
+    assert memory.search("Who paints?", user_id="big")
+    assert sent.take() == [False, True]
+    # An empty scope: both statements, nothing found, nothing remembered.
+    assert memory.search("anything", user_id="nobody") == []
+    assert memory.search("anything", user_id="nobody") == []
+    assert sent.take() == [True, False, True, False]
+
+
+def test_both_statements_answer_a_small_scope_alike(memory: pgmem.Memory) -> None:
+    memory.add_many(TEXTS, user_id="u1")
+    small = {q: hits_of(memory, q, user_id="u1") for q in QUERIES}
+    memory._ops._large_scopes = AlwaysLarge()
+    whole = {q: hits_of(memory, q, user_id="u1") for q in QUERIES}
+    assert small == whole
+    assert all(small.values())
+
+
+def test_large_scopes_remembers_the_newest_up_to_its_capacity() -> None:
+    scopes = LargeScopes(capacity=2)
+    scopes.note("a", 11, 10)
+    scopes.note("b", 5, 10)  # small: not remembered
+    assert "a" in scopes and "b" not in scopes
+    scopes.note("b", 11, 10)
+    scopes.note("a", 11, 10)  # seen again: the newest
+    scopes.note("c", 11, 10)  # over capacity: "b", the oldest, goes
+    assert ["a" in scopes, "b" in scopes, "c" in scopes] == [True, False, True]
+    scopes.note("a", 10, 10)  # found small
+    assert "a" not in scopes
+
+
+def test_the_small_statement_is_the_search_statement_without_its_large_scope_lines() -> None:
+    blocks = raw_queries()
+    whole, small = blocks["search"], blocks["search_small"]
+    assert set(small.splitlines()) < set(whole.splitlines())
+    for large_only in ("leg_best_stored", "exact_scan", "ORDER BY m.embedding <=>"):
+        assert large_only in whole and large_only not in small
+    assert "AS scope_size" in small and "AS scope_size" in whole
