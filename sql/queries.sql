@@ -186,7 +186,7 @@ scope_entities AS MATERIALIZED (
      WHERE e.tenant = %(tenant)s
        AND e.id = ANY (ARRAY(SELECT DISTINCT l.entity_id FROM scope_links l))
 ),
-entity_match AS (
+entity_match AS MATERIALIZED (  -- once: never the inner side of a loop over the links
     SELECT q.n AS query_entity, e.id AS entity_id, e.name, e.similarity
       FROM unnest(%(entity_embeddings)b::vector[]) WITH ORDINALITY AS q(embedding, n)
      CROSS JOIN LATERAL (
