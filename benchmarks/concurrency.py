@@ -1,18 +1,21 @@
 """Searches and adds from N threads sharing one ``Memory`` and its pool, for a fixed time.
 
-    python -m benchmarks.concurrency [--threads 1,4,16] [--seconds 20] [--rows 100000]
-                                     [--search-share 0.8] [--dsn DSN] [--torch-threads 1]
-                                     [--no-doc]
+    python -m benchmarks.concurrency [--threads 1,4,16] [--seconds 20] [--warm-up 5]
+                                     [--rows 100000] [--search-share 0.8] [--dsn DSN]
+                                     [--torch-threads 1] [--no-doc]
 
 A scratch database holds ``--rows`` memories of the corpus of :mod:`benchmarks.corpus` (100 per
 user). For each N, one ``Memory(dsn, pool_max_size=N)`` with the default models (torch on one
 thread) is shared by N threads; each thread, until the time is up, picks a search (probability
 ``--search-share``: a LoCoMo question in its user's scope, ``limit=20``) or an add (a LoCoMo text
 with a unique tag, ``dedupe=True``, into a random user's scope -- so adds and searches meet in
-the same scopes and entity rows). Every call is timed; any exception is an error. Throughput is
-calls per second over the wall time; latencies are per call, including waits for a pooled
-connection and for the cores (2 here: the models are CPU-bound, so more threads than cores
-raise latency rather than throughput).
+the same scopes and entity rows). The threads run ``--warm-up`` seconds first, not counted: the
+pool opens its N connections and each prepares its statements (a search statement is planned
+once per connection), a cost a long-running application pays once. Then every call that starts
+within ``--seconds`` is timed; any exception is an error. Throughput is calls per second over
+that wall time; latencies are per call, including waits for a pooled connection and for the
+cores (2 here: the models are CPU-bound, so more threads than cores raise latency rather than
+throughput).
 """
 
 from __future__ import annotations
@@ -49,11 +52,14 @@ class Run:
 
 
 def worker(
-    memory: pgmem.Memory, thread: int, run: Run, deadline: float, search_share: float,
-    queries: Sequence[corpus.Query], texts: Sequence[str], lock: threading.Lock, seed: int,
+    memory: pgmem.Memory, thread: int, run: Run, counted: tuple[float, float],
+    search_share: float, queries: Sequence[corpus.Query], texts: Sequence[str],
+    lock: threading.Lock, seed: int,
 ) -> None:
+    """Calls until ``counted`` (from, until) ends; those begun within it are recorded."""
     rng = np.random.default_rng(seed)
     i = 0
+    start, deadline = counted
     while time.perf_counter() < deadline:
         query = queries[int(rng.integers(len(queries)))]
         kind = "search" if rng.random() < search_share else "add"
@@ -65,8 +71,9 @@ def worker(
                 text = texts[int(rng.integers(len(texts)))]
                 memory.add(f"{text} (n{run.threads}-t{thread}-{i})", user_id=query.user_id)
             elapsed = time.perf_counter() - began
-            with lock:
-                run.latencies[kind].append(elapsed)
+            if began >= start:
+                with lock:
+                    run.latencies[kind].append(elapsed)
         except Exception as exc:  # noqa: BLE001 -- every failure counts; the first is shown
             with lock:
                 run.errors[f"{kind}: {type(exc).__name__}"] += 1
@@ -76,25 +83,27 @@ def worker(
 
 
 def run_threads(
-    dsn: str, n: int, seconds: float, search_share: float, queries: Sequence[corpus.Query],
-    texts: Sequence[str], embedder: Any, analyzer: pgmem.TextAnalyzer,
+    dsn: str, n: int, seconds: float, warm_up: float, search_share: float,
+    queries: Sequence[corpus.Query], texts: Sequence[str], embedder: Any,
+    analyzer: pgmem.TextAnalyzer,
 ) -> Run:
-    """N threads on one Memory for ``seconds``."""
+    """N threads on one Memory for ``warm_up`` and then ``seconds``, counted."""
     run = Run(threads=n)
     lock = threading.Lock()
     with pgmem.Memory(dsn, embedder=embedder, nlp=analyzer, pool_max_size=n) as memory:
         memory.search(queries[0].text, user_id=queries[0].user_id)  # opens the pool
-        began = time.perf_counter()
+        start = time.perf_counter() + warm_up
+        counted = (start, start + seconds)
         threads = [
             threading.Thread(target=worker, args=(
-                memory, t, run, began + seconds, search_share, queries, texts, lock, 1000 * n + t))
+                memory, t, run, counted, search_share, queries, texts, lock, 1000 * n + t))
             for t in range(n)
         ]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        run.seconds = time.perf_counter() - began
+        run.seconds = time.perf_counter() - start
     return run
 
 
@@ -122,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m benchmarks.concurrency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", default="1,4,16", help="comma-separated thread counts")
     parser.add_argument("--seconds", type=float, default=20.0, help="run time per thread count")
+    parser.add_argument("--warm-up", type=float, default=5.0,
+                        help="seconds run first, not counted, per thread count")
     parser.add_argument("--rows", type=int, default=100_000, help="corpus rows in the table")
     parser.add_argument("--search-share", type=float, default=0.8)
     parser.add_argument("--queries", type=int, default=200)
@@ -141,9 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         corpus.progress(f"loading {args.rows:,} rows")
         corpus.load_corpus(dsn, data)
         for n in counts:
-            corpus.progress(f"{n} threads for {args.seconds:.0f} s")
-            runs.append(run_threads(dsn, n, args.seconds, args.search_share, queries, texts,
-                                    embedder, analyzer))
+            corpus.progress(f"{n} threads for {args.warm_up:.0f} + {args.seconds:.0f} s")
+            runs.append(run_threads(dsn, n, args.seconds, args.warm_up, args.search_share,
+                                    queries, texts, embedder, analyzer))
             print(result_table(runs[-1:]), flush=True)
             if runs[-1].errors:
                 print(dict(runs[-1].errors), runs[-1].first_error, file=sys.stderr)
