@@ -3,6 +3,7 @@ statements answer alike, and what a search finds keeps the choice current."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable
 from typing import Any
 
@@ -93,6 +94,25 @@ def test_a_search_sends_the_small_statement_until_it_finds_a_large_scope(
     assert memory.search("anything", user_id="nobody") == []
     assert memory.search("anything", user_id="nobody") == []
     assert sent.take() == [True, False, True, False]
+
+
+def test_an_async_search_of_a_large_scope_sends_the_second_statement_too(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 2)
+
+    async def searches() -> list[list[pgmem.SearchHit]]:
+        async with pgmem.AsyncMemory(db_dsn, embedder=embedder, nlp=analyzer) as memory:
+            await memory.add_many(TEXTS[:4], user_id="u1")
+            return [await memory.search("Where does Caroline work?", user_id="u1")
+                    for _ in range(2)]
+
+    sent = Sent(monkeypatch)
+    first, second = asyncio.run(searches())
+    assert first and first == second
+    assert first[0].text == TEXTS[0]
+    assert sent.take() == [True, False, False]
 
 
 def test_both_statements_answer_a_small_scope_alike(memory: pgmem.Memory) -> None:
