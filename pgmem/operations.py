@@ -702,15 +702,18 @@ class Operations:
             search_batch, self.store, request, analysis, vectors,
             keyword_score=self.keyword_score, text_search=text_search,
         )
-        # A scope not known to be large is searched as a small one first: that statement
-        # returns no row for a larger scope (pgmem.scope_sizes).
+        # A scope not known to be large is searched as a small one first: for a larger scope
+        # that statement returns only the scope's size (pgmem.scope_sizes). Either statement
+        # answers with one row at least, whose scope_size is the scope's (counted up to
+        # scan_rows + 1) and whose id is NULL when there is no candidate.
         scope = _scope_key(request)
         large = scope in self._large_scopes
         plan, rows = yield from batch(functools.partial(statement, small=not large))
-        if not rows and not large:
+        size = rows[0]["scope_size"]
+        if not large and size > plan.params["scan_rows"]:
             plan, rows = yield from batch(functools.partial(statement, small=False))
-        if rows:
-            self._large_scopes.note(scope, rows[0]["scope_size"], plan.params["scan_rows"])
+        self._large_scopes.note(scope, size, plan.params["scan_rows"])
+        rows = [row for row in rows if row["id"] is not None]
         fetch = scoring.internal_limit(request.limit) if rerank else request.limit
         hits = fuse_rows(plan, rows, threshold=request.threshold, limit=fetch)
         if reranker is not None and rerank:

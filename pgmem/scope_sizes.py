@@ -3,13 +3,13 @@
 A scope of up to ``pipeline.SCOPE_SCAN_ROWS`` memories is searched by reading its rows once;
 a larger one through the HNSW and GIN indexes. The statement ``search`` holds both paths and
 picks one at run time; ``search_small`` is the same statement without the large-scope path (a
-third smaller plan: 14% faster for a small scope, which is most searches) and returns no row
-for a larger scope. A search cannot know the size before it runs, so it sends ``search_small``
-unless :class:`LargeScopes` remembers the scope as large, and sends ``search`` after a
-``search_small`` that returned no row (a larger scope, or one without candidates). Each
-statement's rows carry the scope's size (counted up to the limit + 1), which keeps the memory
-current. A stale entry costs a round trip, never a result: both statements are exact for the
-scopes they answer.
+third smaller plan: 14% faster for a small scope, which is most searches), which for a larger
+scope returns only the scope's size. A search cannot know the size before it runs, so it sends
+``search_small`` unless :class:`LargeScopes` remembers the scope as large, and sends ``search``
+after a ``search_small`` that found the scope larger. Both statements answer with the scope's
+size (counted up to the limit + 1) on every row, and with one row even without candidates,
+which keeps the memory current. A stale entry costs a round trip, never a result: both
+statements are exact for the scopes they answer.
 """
 
 from __future__ import annotations

@@ -225,8 +225,9 @@ class Store:
     ) -> Statement[list[Row]]:
         """Every candidate of the three legs with its raw signals. Server-prepared, to run after
         :meth:`search_settings`: parsed and planned once per connection and scope shape. With
-        ``small``, the statement for a scope read row by row, which returns no row for a larger
-        one (see :mod:`pgmem.scope_sizes`)."""
+        ``small``, the statement for a scope read row by row, which for a larger one returns
+        only its size. One row at least: without candidates, a row whose id is NULL (see
+        :mod:`pgmem.scope_sizes`)."""
         name = "search_small" if small else "search"
         return self._statement(name, params, "all", _rows, filters, prepare=True, binary=True)
 

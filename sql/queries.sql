@@ -29,8 +29,8 @@ AND m.run_id = %(run_id)s::text
 -- The lines between "-- [large scope]" and "-- [/large scope]" serve a scope of more than
 -- %(scan_rows)s memories only. Block search_small is this one without them (pgmem/queries.py):
 -- its plan is a third smaller (a small scope's statement 14% faster at 100,000 memories), and
--- it returns no row for a larger scope, which pgmem then searches with this block
--- (pgmem.scope_sizes).
+-- for a larger scope it returns only the scope's size, after which pgmem searches it with this
+-- block (pgmem.scope_sizes).
 WITH
 -- The query's keyword terms (pgmem.languages): the lexemes Python made (%(lexemes)s, with their
 -- OR query %(tsquery)s), or, where PostgreSQL makes the lexemes of the text search
@@ -318,7 +318,8 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metada
        (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs,  -- the BM25 scale of the scope
        (SELECT n FROM scope_size) AS scope_size,  -- up to %(scan_rows)s + 1
        p.earlier AS previous_id, n.later AS next_id
-  FROM candidates c
+  FROM (SELECT) AS answer  -- one row at least: without candidates, its columns NULL but sizes
+  LEFT JOIN candidates c ON TRUE
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
   LEFT JOIN neighbours p ON p.later = c.id
