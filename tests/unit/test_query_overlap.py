@@ -84,12 +84,19 @@ def test_the_query_embeds_where_the_embedder_says(overlaps: bool | None, beside:
         assert embedder.threads == [caller, caller]
 
 
-def test_torch_overlaps_only_when_it_leaves_a_core_free() -> None:
+def test_torch_overlaps_only_when_it_leaves_a_core_free_or_its_threads_sleep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     torch = pytest.importorskip("torch")
     embedder = pgmem.SentenceTransformerEmbedder()
     before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     try:
         torch.set_num_threads(usable_cores())
+        assert embedder.overlaps_analysis is False
+        monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+        assert embedder.overlaps_analysis is True
+        monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
         assert embedder.overlaps_analysis is False
         if usable_cores() > 1:
             torch.set_num_threads(1)
