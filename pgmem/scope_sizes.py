@@ -37,10 +37,8 @@ class LargeScopes:
         """Remember what a search statement found: the scope's ``size``, counted up to
         ``scan_rows`` + 1 (the most memories a scope read row by row may hold)."""
         with self._lock:
-            if size <= scan_rows:
-                self._keys.pop(key, None)
-                return
-            self._keys.pop(key, None)  # the newest last
-            self._keys[key] = None
-            while len(self._keys) > self.capacity:
-                del self._keys[next(iter(self._keys))]
+            self._keys.pop(key, None)
+            if size > scan_rows:
+                self._keys[key] = None  # the newest last
+                while len(self._keys) > self.capacity:
+                    del self._keys[next(iter(self._keys))]

@@ -17,6 +17,7 @@ from pgmem import pipeline
 from pgmem.queries import raw_queries
 from pgmem.scope_sizes import LargeScopes
 from pgmem.store import Statement, Store, explain_statements
+from tests.test_scale import plan_nodes
 
 TEXTS = [
     "Caroline moved to Ottawa to work at Shopify",
@@ -144,10 +145,6 @@ def test_the_small_statement_is_the_search_statement_without_its_large_scope_lin
     for large_only in ("leg_best_stored", "exact_scan", "ORDER BY m.embedding <=>"):
         assert large_only in whole and large_only not in small
     assert "AS scope_size" in small and "AS scope_size" in whole
-
-
-def plan_nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
-    return [node, *(n for child in node.get("Plans", []) for n in plan_nodes(child))]
 
 
 def test_on_a_table_without_statistics_the_entity_matches_are_made_once(
