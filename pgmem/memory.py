@@ -387,8 +387,8 @@ class Memory(operations.Configured):
         legs: Sequence[str] | None = None,
         ts_config: str | None = None,
     ) -> str:
-        """The statement :meth:`search` would send, with its parameters inlined: to read, or
-        to run by hand. Search runs it as a prepared statement with a generic plan, after
+        """The statement :meth:`search` would send for a scope of any size (see
+        :meth:`explain_search`), with its parameters inlined: to read, or to run by hand. Search runs it as a prepared statement with a generic plan, after
         ``plan_cache_mode = force_generic_plan`` and ``jit = off`` (and, on pgvector >= 0.8,
         ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search`` = the over-fetch, at
         least 40), set locally in the same round trip; EXPLAIN of this text shows a plan made
@@ -413,11 +413,13 @@ class Memory(operations.Configured):
         analyze: bool = False,
         ts_config: str | None = None,
     ) -> dict[str, Any]:
-        """The plan :meth:`search` runs with for these arguments: PostgreSQL's
+        """The plan of :meth:`search`'s statement for these arguments: PostgreSQL's
         ``EXPLAIN (FORMAT JSON)`` of the search statement's generic plan (the first element of
         its output; the plan tree is under ``"Plan"``), under the search's settings. With
         ``analyze``, the statement runs (``EXPLAIN ANALYZE``): nodes it did not need show
-        ``"Actual Loops": 0``.
+        ``"Actual Loops": 0``. It is the statement for a scope of any size; a scope of up to
+        5,000 memories is searched with the same statement without its large-scope lines
+        (``search_small``, :mod:`pgmem.scope_sizes`), whose plan is this one's small-scope part.
         """
         return run(self._connector, self._ops.explain_search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
