@@ -5,8 +5,8 @@
 
 For each question the legs of an ordinary search (``limit=20``: each leg's best
 ``scoring.internal_limit(20)`` candidates) are rebuilt from the saved rows of the whole scope,
-joined, for profiles with neighbour weights, by the neighbours the search statement's neighbour
-step would add (storage order: the dev file's, ``--data``), fused with each
+joined, for profiles with neighbour weights, by the neighbours (up to the profile's window) the
+search statement's neighbour step would add (storage order: the dev file's, ``--data``), fused with each
 :class:`pgmem.scoring.Scoring` variant by :func:`pgmem.scoring.fuse` itself, and scored as
 :mod:`benchmarks.retrieval` scores them. Variants are chosen on the ``--fit``
 conversations and reported on the others too (``check``), so that a choice fitted to some
@@ -77,18 +77,20 @@ def union(ranked: list[list[Candidate]]) -> list[Candidate]:
 
 def neighbour_pairs(
     q: QuestionSignals, profile: Scoring, ranked: list[list[Candidate]], where: Positions
-) -> set[tuple[int, int]]:
-    """The search statement's neighbour step: (earlier, later) storage positions of the memories
-    stored just before and after each leg's best ``scoring.neighbour_limit(LIMIT)``."""
+) -> set[tuple[int, int, int]]:
+    """The search statement's neighbour step: (earlier, later, distance) storage positions of
+    the memories stored up to ``profile.neighbour_window`` places before and after each leg's
+    best ``scoring.neighbour_limit(LIMIT)``."""
     stored = {where[(q.conversation, c.text, c.dia_ids)] for c in q.candidates}
     pairs = set()
     for leg in ranked:
         for c in leg[: scoring.neighbour_limit(LIMIT)]:
             p = where[(q.conversation, c.text, c.dia_ids)]
-            if profile.before_weight > 0 and p - 1 in stored:
-                pairs.add((p - 1, p))
-            if profile.after_weight > 0 and p + 1 in stored:
-                pairs.add((p, p + 1))
+            for d in range(1, profile.neighbour_window + 1):
+                if profile.before_weight > 0 and p - d in stored:
+                    pairs.add((p - d, p, d))
+                if profile.after_weight > 0 and p + d in stored:
+                    pairs.add((p, p + d, d))
     return pairs
 
 
@@ -99,7 +101,7 @@ def ranking(
     neighbour step (candidates keyed by storage position)."""
     ranked = ranked_legs(q, profile)
     cands = union(ranked)
-    pairs: set[tuple[int, int]] = set()
+    pairs: set[tuple[int, int, int]] = set()
     keys: list[int] = list(range(len(cands)))
     if where is not None:
         def place(c: Candidate) -> int:
@@ -107,17 +109,20 @@ def ranking(
 
         at = {place(c): c for c in q.candidates}
         pairs = neighbour_pairs(q, profile, ranked, where)
-        joining = {p for pair in pairs for p in pair} - {place(c) for c in cands}
+        joining = {p for pair in pairs for p in pair[:2]} - {place(c) for c in cands}
         cands += [at[p] for p in sorted(joining)]
         keys = [place(c) for c in cands]
-    earlier = {b: a for a, b in pairs}
-    later = {a: b for a, b in pairs}
+    earlier: dict[int, list[tuple[object, int]]] = {}
+    later: dict[int, list[tuple[object, int]]] = {}
+    for a, b, d in sorted(pairs, key=lambda pair: pair[2]):
+        earlier.setdefault(b, []).append((a, d))
+        later.setdefault(a, []).append((b, d))
     signals = [
         scoring.Signals(
             key=k, semantic=c.semantic, keyword_raw=c.bm25,
             entity_hits=tuple((s, n) for s, n in c.entity_hits
                               if s >= profile.entity_min_similarity),
-            previous=earlier.get(k), next=later.get(k),
+            earlier=tuple(earlier.get(k, ())), later=tuple(later.get(k, ())),
         )
         for k, c in zip(keys, cands)
     ]
@@ -217,6 +222,17 @@ def _neighbours() -> list[Scoring]:
             itertools.product((0.7, 0.8, 0.9), (0.4, 0.6), (0.25,)),
         )
     )]
+
+
+@variants("window")
+def _window() -> list[Scoring]:
+    return [
+        dataclasses.replace(scoring.DEFAULT, name=f"window {w} decay {g}", neighbour_window=w,
+                            neighbour_decay=g)
+        for w, g in itertools.chain(
+            [(1, 1.0)], itertools.product((2,), (0.6, 0.7, 0.8, 0.9, 1.0))
+        )
+    ]
 
 
 @variants("weights")

@@ -164,6 +164,7 @@ def search_plan(
             "next": profile.after_weight > 0 and hybrid,
             "previous": profile.before_weight > 0 and hybrid,
             "neighbour_limit": scoring.neighbour_limit(request.limit),
+            "neighbour_window": profile.neighbour_window,
         },
         profile=profile,
         n_terms=None if by_postgres else len(terms),
@@ -191,8 +192,8 @@ def fuse_rows(
             keyword_raw=scoring.keyword_raw(row["bm25"], row["rank_cd"], keyword_score),
             entity_hits=tuple(zip(row["entity_similarities"], row["entity_spreads"]))
             if row["entity_names"] else (),
-            previous=row["previous_id"] and row["previous_id"].int,
-            next=row["next_id"] and row["next_id"].int,
+            earlier=_neighbours(row["before_1"], row["before_2"]),
+            later=_neighbours(row["after_1"], row["after_2"]),
         )
         for key, row in sorted(by_key.items())
     ]
@@ -231,6 +232,12 @@ def fuse_rows(
         )
         for f in fused
     ]
+
+
+def _neighbours(*by_distance: uuid.UUID | None) -> tuple[tuple[object, int], ...]:
+    """A candidate's neighbours on one side as the statement gives them (one place away, two
+    places away; NULL where none came), keyed as candidates are, with how many places away."""
+    return tuple((i.int, d) for d, i in enumerate(by_distance, start=1) if i is not None)
 
 
 def with_query_terms(plan: SearchPlan, rows: Sequence[dict[str, Any]]) -> SearchPlan:

@@ -71,8 +71,8 @@ class Explain:
 
     ``score = (semantic + keyword + entity + context) / max_possible``, as the ``scoring``
     profile ("default" or "seed") makes them; ``context`` is what the memory took from a
-    neighbour (the memory stored just before or after it, ``context_from``) whose own score
-    was higher (0 with the seed's scoring). ``keyword_raw`` is the BM25 score before normalising
+    neighbour (a memory stored up to two places before or after it, ``context_from``) whose own
+    score was higher (0 with the seed's scoring). ``keyword_raw`` is the BM25 score before normalising
     (None when no query term matched); ``legs`` names the legs that found the
     memory; ``signals`` the signals this query could use, and ``notes`` why one could not.
     """

@@ -16,10 +16,11 @@ one place. The SQL statement only collects raw signals; this module turns them i
   has entities; so scores stay comparable whether or not a signal could contribute.
 
 A profile may then let a memory count at least a share of the score of its neighbours -- the
-memories stored just before and after it in the searched scope (the search statement's neighbour
-step): ``score = max(own, after_weight * own(previous), before_weight * own(next))`` when the
-memory's own similarity reaches ``context_min_semantic``. In a conversation the turn that
-answers a question rarely repeats its words; the question does.
+memories stored up to ``neighbour_window`` places before and after it in the searched scope (the
+search statement's neighbour step): ``score = max(own, after_weight * decay^(d-1) * own(the
+memory d places before), before_weight * decay^(d-1) * own(the memory d places after))`` when
+the memory's own similarity reaches ``context_min_semantic``. In a conversation the turn that
+answers a question rarely repeats its words; the question does, a turn or two before.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ SPREAD_DECAY = 0.001
 MAX_QUERY_ENTITIES = 8
 # Known entities fetched per query entity before the similarity cut.
 ENTITY_NEIGHBOURS = 16
+# How many places on each side the search statement's neighbour step can reach (its small-scope
+# rows carry that many neighbours a side).
+MAX_NEIGHBOUR_WINDOW = 2
 
 
 
@@ -155,9 +159,11 @@ class Scoring:
     ``entity_sharpness`` > 0 maps a match's similarity ``s`` to ``((s - floor) / (1 - floor))
     ** sharpness`` so that near-exact names weigh and loose ones fade. ``after_weight``: the
     share of a memory's score the memory stored just after it counts at least;
-    ``before_weight``: the share the memory stored just before it counts at least (0: no
+    ``before_weight``: the share the memory stored just before it counts at least (both 0: no
     neighbour step); only a memory whose own similarity to the query reaches
     ``context_min_semantic`` takes a share, so that an unrelated neighbour is not lifted.
+    ``neighbour_window``: how many places on each side the step reaches; a neighbour ``d``
+    places away counts ``neighbour_decay ** (d - 1)`` of its share.
     """
 
     name: str
@@ -171,6 +177,12 @@ class Scoring:
     after_weight: float = 0.0
     before_weight: float = 0.0
     context_min_semantic: float = 0.25
+    neighbour_window: int = 1
+    neighbour_decay: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.neighbour_window <= MAX_NEIGHBOUR_WINDOW:
+            raise ValueError(f"neighbour_window must be 1..{MAX_NEIGHBOUR_WINDOW}")
 
     def normalize_keyword(self, raw: float | None, n_terms: int, n_docs: float | None) -> float:
         """A raw keyword score (BM25 scale) as a 0..1 signal; ``n_docs``: the scope's size."""
@@ -219,10 +231,11 @@ SEED = Scoring("seed")
 # not put the XJ-4471 memory first), and the sharper entity curve is neutral on LoCoMo while a
 # loose match such as 'yorkshire' for "NYC" no longer lifts a memory.
 # The neighbour weights were fitted on the same three conversations, both tasks together, over
-# after 0.6-0.8 x before 0-0.6 (docs/retrieval.md).
+# after 0.6-0.8 x before 0-0.6, then the window (1-3 places) and its decay (0.6-1.0) with them
+# (docs/retrieval.md).
 DEFAULT = Scoring(
     "default", keyword="log-n", reference_docs=1000, entity_sharpness=1.0,
-    after_weight=0.75, before_weight=0.5,
+    after_weight=0.75, before_weight=0.5, neighbour_window=2, neighbour_decay=0.9,
 )
 SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
 
@@ -235,8 +248,9 @@ class Signals(NamedTuple):
     semantic: float
     keyword_raw: float | None
     entity_hits: tuple[tuple[float, int], ...] = ()
-    previous: object = None  # the key of the candidate stored just before this one, if any
-    next: object = None  # ... and just after it
+    # (key, places away) of the candidates stored before this one, and after it
+    earlier: tuple[tuple[object, int], ...] = ()
+    later: tuple[tuple[object, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -290,10 +304,15 @@ def fuse(
             continue
         total = parts[c.key][2]
         context, context_from = 0.0, None
-        neighbours = (c.previous, profile.after_weight), (c.next, profile.before_weight)
-        for key, weight in neighbours if c.semantic >= profile.context_min_semantic else ():
-            if key in parts and weight * parts[key][2] - total > context:
-                context, context_from = weight * parts[key][2] - total, key
+        if c.semantic >= profile.context_min_semantic:
+            for neighbours, weight in (c.earlier, profile.after_weight), (
+                c.later, profile.before_weight
+            ):
+                for key, distance in neighbours:
+                    if key in parts:
+                        share = weight * profile.neighbour_decay ** (distance - 1)
+                        if share * parts[key][2] - total > context:
+                            context, context_from = share * parts[key][2] - total, key
         scored.append(((total + context) / denominator, c.semantic, c, context, context_from))
     scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
     return [

@@ -61,7 +61,10 @@ scope_rows AS MATERIALIZED (
            m.updated_at, m.embedding <=> %(embedding)s::vector AS distance, m.lexeme_count,
            CASE WHEN m.lexemes @@ (SELECT q.tsquery FROM query_terms q)
                  AND m.ts_config = %(ts_config)s::text THEN m.lexemes END AS lexemes,
-           lag(m.id) OVER stored AS previous_id, lead(m.id) OVER stored AS next_id
+           -- the neighbour step's reach (pgmem.scoring.MAX_NEIGHBOUR_WINDOW): lag and lead
+           -- cost a fraction of a window frame's array per row
+           lag(m.id, 1) OVER stored AS before_1, lag(m.id, 2) OVER stored AS before_2,
+           lead(m.id, 1) OVER stored AS after_1, lead(m.id, 2) OVER stored AS after_2
       FROM {schema}.memories m
      WHERE (SELECT n FROM scope_size) <= %(scan_rows)s AND {scope}
     WINDOW stored AS (ORDER BY m.created_at, m.id)
@@ -227,11 +230,12 @@ entity AS MATERIALIZED (
      ORDER BY n
      LIMIT %(entity_limit)s
 ),
--- Neighbour step: the memories stored just before (%(previous)s) and just after (%(next)s) each
--- of the legs' best %(neighbour_limit)s, in the scope's (created_at, id) order: read from
--- scope_rows in a small scope, else one probe each on the index of a scope id. A neighbour joins
--- the candidates: an answer stored after the question that matches the query comes in with it
--- (pgmem.scoring: a memory counts at least a share of its neighbour's score).
+-- Neighbour step: the memories stored up to %(neighbour_window)s places before (%(previous)s) and
+-- after (%(next)s) each of the legs' best %(neighbour_limit)s, in the scope's (created_at, id)
+-- order: read from scope_rows in a small scope, else one probe a side on the index of a scope id
+-- (reading %(neighbour_window)s rows). A neighbour joins the
+-- candidates: an answer stored after the question that matches the query comes in with it
+-- (pgmem.scoring: a memory counts at least a share of its neighbours' scores).
 leg_best AS MATERIALIZED (
     (SELECT s.id FROM semantic s
       WHERE %(previous)s::boolean OR %(next)s::boolean
@@ -253,37 +257,40 @@ leg_best_stored AS MATERIALIZED (  -- when each was stored
      WHERE (SELECT n FROM scope_size) > %(scan_rows)s
 ),
 -- [/large scope]
-neighbours AS MATERIALIZED (  -- (earlier, later): two memories stored one after the other
-    SELECT r.previous_id AS earlier, r.id AS later
+neighbours AS MATERIALIZED (  -- (earlier, later, distance): stored `distance` places apart
+    SELECT x.earlier, x.later, x.distance
       FROM leg_best l
       JOIN scope_rows r ON r.id = l.id
-     WHERE %(previous)s::boolean AND r.previous_id IS NOT NULL
-    UNION
-    SELECT r.id, r.next_id
-      FROM leg_best l
-      JOIN scope_rows r ON r.id = l.id
-     WHERE %(next)s::boolean AND r.next_id IS NOT NULL
+     CROSS JOIN LATERAL (VALUES (r.before_1, r.id, 1, %(previous)s::boolean),
+                                (r.before_2, r.id, 2, %(previous)s::boolean),
+                                (r.id, r.after_1, 1, %(next)s::boolean),
+                                (r.id, r.after_2, 2, %(next)s::boolean))
+                  AS x(earlier, later, distance, wanted)
+     WHERE x.wanted AND x.distance <= %(neighbour_window)s
+       AND x.earlier IS NOT NULL AND x.later IS NOT NULL
     -- [large scope]
     UNION
-    SELECT p.id AS earlier, l.id AS later
+    SELECT p.id AS earlier, l.id AS later, p.distance
       FROM leg_best_stored l
      CROSS JOIN LATERAL (
-            SELECT m.id
-              FROM {schema}.memories m
-             WHERE %(previous)s::boolean AND {scope}
-               AND (m.created_at, m.id) < (l.created_at, l.id)
-             ORDER BY m.created_at DESC, m.id DESC
-             LIMIT 1) p
+            SELECT b.id, row_number() OVER (ORDER BY b.created_at DESC, b.id DESC) AS distance
+              FROM (SELECT m.id, m.created_at
+                      FROM {schema}.memories m
+                     WHERE %(previous)s::boolean AND {scope}
+                       AND (m.created_at, m.id) < (l.created_at, l.id)
+                     ORDER BY m.created_at DESC, m.id DESC
+                     LIMIT %(neighbour_window)s) b) p
     UNION
-    SELECT l.id, n.id
+    SELECT l.id, n.id, n.distance
       FROM leg_best_stored l
      CROSS JOIN LATERAL (
-            SELECT m.id
-              FROM {schema}.memories m
-             WHERE %(next)s::boolean AND {scope}
-               AND (m.created_at, m.id) > (l.created_at, l.id)
-             ORDER BY m.created_at, m.id
-             LIMIT 1) n
+            SELECT a.id, row_number() OVER (ORDER BY a.created_at, a.id) AS distance
+              FROM (SELECT m.id, m.created_at
+                      FROM {schema}.memories m
+                     WHERE %(next)s::boolean AND {scope}
+                       AND (m.created_at, m.id) > (l.created_at, l.id)
+                     ORDER BY m.created_at, m.id
+                     LIMIT %(neighbour_window)s) a) n
     -- [/large scope]
 ),
 -- Every candidate with its columns: the semantic leg's rows as they are, the other legs' rows
@@ -317,13 +324,16 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metada
        (SELECT coalesce(cardinality(q.lexemes), 0) FROM query_terms q) AS query_terms,
        (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs,  -- the BM25 scale of the scope
        (SELECT n FROM scope_size) AS scope_size,  -- up to %(scan_rows)s + 1
-       p.earlier AS previous_id, n.later AS next_id
+       b1.earlier AS before_1, b2.earlier AS before_2, a1.later AS after_1,
+       a2.later AS after_2
   FROM (SELECT) AS answer  -- one row at least: without candidates, its columns NULL but sizes
   LEFT JOIN candidates c ON TRUE
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
-  LEFT JOIN neighbours p ON p.later = c.id
-  LEFT JOIN neighbours n ON n.earlier = c.id
+  LEFT JOIN neighbours b1 ON b1.later = c.id AND b1.distance = 1  -- (at most one a place)
+  LEFT JOIN neighbours b2 ON b2.later = c.id AND b2.distance = 2
+  LEFT JOIN neighbours a1 ON a1.earlier = c.id AND a1.distance = 1
+  LEFT JOIN neighbours a2 ON a2.earlier = c.id AND a2.distance = 2
 
 -- name: lock_contents
 -- The locks of an add, taken before insert_memories as a statement of its own (so that its

@@ -1,6 +1,6 @@
-"""The search's neighbour step: a memory counts at least a share of the score of the memory stored
-just before (or after) it in the searched scope, so that the turn answering a question comes in
-with the question. Real PostgreSQL, real models."""
+"""The search's neighbour step: a memory counts at least a share of the score of the memories
+stored up to two places before (or after) it in the searched scope, so that the turn answering a
+question comes in with the question. Real PostgreSQL, real models."""
 
 from __future__ import annotations
 
@@ -51,6 +51,25 @@ def test_the_answer_stored_after_a_matching_question_takes_a_share_of_its_score(
     # The seed's scoring has no neighbour step: the answer scores on its own.
     seed = by_text(seed_memory.search(QUERY, user_id="u1", limit=10))
     assert seed[ANSWER].explain.context == 0 and seed[ANSWER].score < answer.score
+
+
+@pytest.mark.parametrize("path", ["rows", "indexes"])
+def test_an_answer_two_turns_after_the_question_takes_a_smaller_share(
+    memory: pgmem.Memory, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn between the question and its answer: the answer, two places after the question,
+    takes its share times the decay, whether the scope is read row by row or probed."""
+    if path == "indexes":
+        monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
+    aside = "Caroline: Sorry, the doorbell -- one second."
+    memory.add_many([*BEFORE, QUESTION, aside, ANSWER, *AFTER], user_id="u1")
+    hits = by_text(memory.search(QUERY, user_id="u1", limit=10))
+    question, answer = hits[QUESTION], hits[ANSWER]
+
+    assert answer.explain.context_from == question.id
+    own_question = question.score - question.explain.context / question.explain.max_possible
+    share = scoring.DEFAULT.after_weight * scoring.DEFAULT.neighbour_decay
+    assert answer.score == pytest.approx(share * own_question)
 
 
 def test_an_unrelated_neighbour_is_not_lifted(memory: pgmem.Memory) -> None:

@@ -16,7 +16,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 import pgmem
-from pgmem import pipeline
+from pgmem import pipeline, scoring
 from tests.conftest import create_database, drop_database
 
 pytestmark = pytest.mark.slow
@@ -172,21 +172,24 @@ def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from plan_nodes(child)
 
 
-def test_the_neighbour_step_probes_a_large_scope_index_one_row_at_a_time(
+def test_the_neighbour_step_probes_a_large_scope_index_once_a_side(
     big_memory: pgmem.Memory,
 ) -> None:
-    """In a large scope each neighbour is one index-only probe: no scan of the scope or of the
-    tenant's rows."""
+    """In a large scope the neighbours on each side are one index-only probe reading as many
+    rows as the window: no scan of the scope or of the tenant's rows."""
     plan = big_memory.explain_search("Who fixed the garden fence?", user_id="big", analyze=True)
     (step,) = [n for n in plan_nodes(plan["Plan"]) if n.get("Subplan Name") == "CTE neighbours"]
     (stored,) = [n for n in plan_nodes(plan["Plan"])
                  if n.get("Subplan Name") == "CTE leg_best_stored"]
     probes = [n for n in plan_nodes(step) if n.get("Index Name") == "memories_user_idx"]
-    assert probes and all(n["Actual Rows"] <= 1 and n["Actual Loops"] >= 5 for n in probes)
-    # The legs' memories are looked up by key; nothing reads rows in bulk.
+    window = scoring.DEFAULT.neighbour_window
+    assert probes and all(n["Actual Rows"] <= window and n["Actual Loops"] >= 5 for n in probes)
+    # The legs' memories are looked up by key; nothing reads rows in bulk (the values scan:
+    # each memory's neighbours in the small-scope branch).
     scans = {n["Node Type"] for n in (*plan_nodes(step), *plan_nodes(stored))
              if "Scan" in n["Node Type"]}
-    assert scans <= {"Index Only Scan", "Index Scan", "CTE Scan", "Subquery Scan"}, scans
+    assert scans <= {"Index Only Scan", "Index Scan", "CTE Scan", "Subquery Scan",
+                     "Values Scan"}, scans
     hits = big_memory.search("Who fixed the garden fence?", user_id="big")
     assert hits and {h.user_id for h in hits} == {"big"}
 

@@ -216,10 +216,10 @@ def test_an_unknown_scoring_profile_is_a_configuration_error() -> None:
 
 
 def _fuse_neighbours(profile: scoring.Scoring, answer_semantic: float) -> dict[object, scoring.Fused]:
-    question = Signals("question", semantic=0.8, keyword_raw=None, next="answer")
+    question = Signals("question", semantic=0.8, keyword_raw=None, later=(("answer", 1),))
     answer = Signals("answer", semantic=answer_semantic, keyword_raw=None,
-                     previous="question", next="later")
-    later = Signals("later", semantic=0.6, keyword_raw=None, previous="answer")
+                     earlier=(("question", 1),), later=(("later", 1),))
+    later = Signals("later", semantic=0.6, keyword_raw=None, earlier=(("answer", 1),))
     fused = fuse([question, answer, later], n_terms=0, keyword_active=False, entity_active=False,
                  threshold=0.1, limit=10, profile=profile)
     return {f.key: f for f in fused}
@@ -235,6 +235,24 @@ def test_a_memory_counts_at_least_a_share_of_its_best_neighbour() -> None:
     # Neighbours never lower a score: the question keeps its own.
     assert got["question"].score == 0.8 and got["question"].context == 0.0
     assert got["later"].score == 0.6 and got["later"].context_from is None
+
+
+def test_a_neighbour_further_away_counts_less_for_each_place() -> None:
+    """Two places after the question, the answer takes its share times the decay once."""
+    p = scoring.DEFAULT
+    assert p.neighbour_window == 2 and 0 < p.neighbour_decay < 1
+    question = Signals("question", semantic=0.8, keyword_raw=None,
+                       later=(("reply", 1), ("answer", 2)))
+    reply = Signals("reply", semantic=0.2, keyword_raw=None,
+                    earlier=(("question", 1),), later=(("answer", 1),))
+    answer = Signals("answer", semantic=0.3, keyword_raw=None,
+                     earlier=(("reply", 1), ("question", 2)))
+    got = {f.key: f for f in fuse([question, reply, answer], n_terms=0, keyword_active=False,
+                                  entity_active=False, threshold=0.1, limit=10, profile=p)}
+    assert got["answer"].score == pytest.approx(p.after_weight * p.neighbour_decay * 0.8)
+    assert got["answer"].context_from == "question"
+    # Below the similarity floor the reply takes nothing, though it is next to the question.
+    assert got["reply"].score == 0.2 and got["reply"].context_from is None
 
 
 def test_a_memory_below_the_similarity_floor_takes_nothing_from_its_neighbours() -> None:
