@@ -116,7 +116,7 @@ class AsyncMemory(operations.Configured):
     async def close(self) -> None:
         """Close pgmem's own connection pool, and stop the spaCy process of an analyzer pgmem
         made (see :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays
-        open."""
+        open. As :meth:`pgmem.Memory.close`, a later call opens them again."""
         await self._connector.close()
         await asyncio.to_thread(self._ops.languages.close)
 

@@ -78,6 +78,11 @@ class QueryTimeoutError(DatabaseError):
     than lock_timeout) and was cancelled."""
 
 
+class MissingSchemaError(DatabaseError, SchemaError):
+    """A statement met no table (or schema) where pgmem's schema should be: the database is not
+    migrated, is older than this pgmem, or the schema name is not the one migrated."""
+
+
 # SQLSTATEs after which the session is gone: connection exceptions (class 08), the server
 # terminating it (pg_terminate_backend, shutdown, crash, starting up), too many connections,
 # idle-in-transaction timeout.
@@ -92,6 +97,12 @@ def translate(exc: psycopg.Error) -> DatabaseError:
         return QueryTimeoutError(f"lock not available: {exc}")
     if _connection_lost(exc):
         return ConnectionLostError(f"connection to PostgreSQL failed: {exc}")
+    if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):
+        return MissingSchemaError(
+            f"{exc.diag.message_primary or exc}: pgmem's schema is not in this database, or is "
+            "older than this pgmem, or has another name: run pgmem.migrate(dsn) or `pgmem "
+            "migrate` (with the schema name you use)"
+        )
     # Deadlocks, serialization failures, full disks... are OperationalErrors too, but the
     # connection survives them: they are no ConnectionLostError.
     return DatabaseError(f"{type(exc).__name__}: {exc}")

@@ -137,7 +137,8 @@ class Memory(operations.Configured):
     def close(self) -> None:
         """Close pgmem's own connection pool, and stop the spaCy process of an analyzer pgmem
         made (see :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays
-        open."""
+        open. It releases, it does not end the object: a later call opens a new pool (and
+        starts that spaCy process again), so close it again when done."""
         self._connector.close()
         self._ops.languages.close()
 
@@ -354,7 +355,8 @@ class Memory(operations.Configured):
 
         Fuses semantic similarity, keyword match and entity links (see :mod:`pgmem.scoring`);
         each hit's ``explain`` gives the breakdown. ``threshold`` drops memories whose semantic
-        similarity is lower. ``filters`` constrain metadata (see :mod:`pgmem.filters`).
+        similarity is lower (in a ``mode`` without the semantic signal nothing is dropped:
+        similarity is then not part of the score). ``filters`` constrain metadata (see :mod:`pgmem.filters`).
         ``mode`` names the signals scored: ``"hybrid"`` (default: all three), or ``"semantic"``,
         ``"keyword"``, ``"entity"`` joined by ``+`` (``"semantic+keyword"``); the legs of those
         signals supply candidates unless ``legs`` narrows them (for measurements).

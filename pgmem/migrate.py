@@ -15,6 +15,7 @@ from importlib.resources import files
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from pgmem.errors import (
     ConfigurationError,
@@ -117,8 +118,14 @@ def current_settings() -> MigrationSettings:
 
 
 def engine_for(dsn: str) -> Engine:
-    """A SQLAlchemy engine on psycopg 3 for a libpq DSN (URL or key=value; '' uses PG* vars)."""
+    """A SQLAlchemy engine on psycopg 3 for a libpq DSN (URL or key=value; '' uses PG* vars).
+    Raises ConfigurationError for a malformed one."""
     from sqlalchemy import create_engine
+
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigurationError(f"invalid connection string: {exc}") from exc
 
     return create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn))
 

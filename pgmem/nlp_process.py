@@ -42,6 +42,8 @@ MODULE = "pgmem.nlp_process"
 #: ``PGMEM_NLP_PROCESS=1`` / ``0``: the analyzers pgmem makes run spaCy in a process of their
 #: own / in the calling process, whatever the embedder (see :func:`make_analyzer`).
 PROCESS_VARIABLE = "PGMEM_NLP_PROCESS"
+_YES = ("1", "true", "yes", "on")
+_NO = ("0", "false", "no", "off")
 
 
 def make_analyzer(model: str | None = None, *, apart: bool = True) -> TextAnalyzer:
@@ -53,7 +55,12 @@ def make_analyzer(model: str | None = None, *, apart: bool = True) -> TextAnalyz
     chosen = model or os.environ.get("PGMEM_SPACY_MODEL") or None
     setting = os.environ.get(PROCESS_VARIABLE, "").strip().lower()
     if setting:
-        apart = setting not in ("0", "false", "no", "off")
+        if setting not in _YES + _NO:
+            raise ConfigurationError(
+                f"{PROCESS_VARIABLE} must be 1 (spaCy in a process of its own) or 0 (in this "
+                f"one), got {os.environ[PROCESS_VARIABLE]!r}"
+            )
+        apart = setting in _YES
     elif not can_start_children():
         apart = False
     if chosen == BLANK or not apart:

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
@@ -469,12 +469,17 @@ def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], 
 def rerank_hits(
     reranker: Reranker, query: str, hits: list[SearchHit], limit: int
 ) -> list[SearchHit]:
-    """The reranker's order of ``hits``, cut to ``limit``; the fused order when it fails."""
+    """The reranker's order of ``hits``, cut to ``limit``; when it fails, the fused order, each
+    hit's ``explain.notes`` saying so."""
     try:
         return list(reranker.rerank(query, hits, limit))[:limit]
-    except Exception:
+    except Exception as exc:
         logger.warning("the reranker failed; returning the fused order", exc_info=True)
-        return hits[:limit]
+        note = f"the reranker failed ({type(exc).__name__}: {exc}): the fused order"
+        return [
+            replace(hit, explain=replace(hit.explain, notes=(*hit.explain.notes, note)))
+            for hit in hits[:limit]
+        ]
 
 
 class Operations:

@@ -8,7 +8,7 @@ import math
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -251,11 +251,20 @@ def items(
             f"items must be a list of texts or dicts, got {type(values).__name__}"
         )
     checked = []
+    first_with_id: dict[uuid.UUID, int] = {}
     for index, item in enumerate(values):
         try:
             checked.append(_item(item, tenant, user_id, agent_id, run_id, max_length))
         except InvalidInputError as exc:
             raise type(exc)(f"items[{index}]: {exc}") from None
+        kept_id = checked[-1].id
+        if kept_id is not None:
+            if kept_id in first_with_id:
+                raise InvalidInputError(
+                    f"items[{index}]: id {kept_id} is also items[{first_with_id[kept_id]}]'s: "
+                    "an id names one memory"
+                )
+            first_with_id[kept_id] = index
     return checked
 
 
@@ -312,6 +321,10 @@ def timestamp(value: object, what: str) -> datetime | None:
         raise InvalidInputError(f"{what} must be a datetime, got {type(value).__name__}")
     if value.tzinfo is None:
         raise InvalidInputError(f"{what} {value.isoformat()} has no time zone")
+    try:
+        value.astimezone(timezone.utc)
+    except OverflowError:  # before year 1 once in UTC: PostgreSQL would refuse it raw
+        raise InvalidInputError(f"{what} {value.isoformat()} is out of range") from None
     return value
 
 

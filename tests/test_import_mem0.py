@@ -241,3 +241,18 @@ def test_add_many_keeps_given_ids_times_and_embeddings(memory: pgmem.Memory) -> 
             memory.add_many([{"text": "ok", "user_id": "v"},
                              {"text": "bad", "user_id": "v", **bad}])
     assert memory.get_all(user_id="v").items == ()
+
+
+def test_one_id_twice_in_a_call_is_refused_before_any_write(memory: pgmem.Memory) -> None:
+    """Two items with one id would make the second a 'duplicate' of the first, or a batch
+    insert fail half-way: refused, naming both items, whatever the batch size."""
+    twice = uuid.uuid4()
+    items = ["first", "second", {"text": "z1", "id": twice}, {"text": "z2", "id": str(twice)}]
+    for batch_size in (1, 2, 64):
+        with pytest.raises(pgmem.InvalidInputError, match=r"items\[3\].*items\[2\]"):
+            memory.add_many(items, user_id="w", batch_size=batch_size)
+        assert memory.get_all(user_id="w").items == ()
+    far = {"text": "old", "created_at": "0001-01-01T00:00:00+05:00"}
+    with pytest.raises(pgmem.InvalidInputError, match="created_at .* out of range"):
+        memory.add_many(["fine", far], user_id="w")
+    assert memory.get_all(user_id="w").items == ()

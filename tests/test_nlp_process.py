@@ -160,6 +160,9 @@ def test_make_analyzer_runs_spacy_apart_where_asked(monkeypatch: pytest.MonkeyPa
     assert type(make_analyzer()) is pgmem.TextAnalyzer
     monkeypatch.setenv(nlp_process.PROCESS_VARIABLE, "1")
     assert type(make_analyzer(apart=False)) is ProcessAnalyzer
+    monkeypatch.setenv(nlp_process.PROCESS_VARIABLE, "maybe")
+    with pytest.raises(pgmem.ConfigurationError, match="PGMEM_NLP_PROCESS must be 1 .* or 0"):
+        make_analyzer()
 
 
 def test_where_no_python_child_can_be_started_spacy_runs_here(

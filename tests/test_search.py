@@ -267,6 +267,10 @@ def test_a_failing_reranker_returns_the_fused_order(
         reranked = mem.search("router reboot", user_id="u1", limit=3, rerank=True)
     assert [h.id for h in reranked] == [h.id for h in fused]
     assert "reranker failed" in caplog.text
+    # Each hit says why it is in the fused order.
+    assert all(h.explain.notes[-1].startswith("the reranker failed (RuntimeError: model crashed)")
+               for h in reranked)
+    assert not any("reranker" in note for h in fused for note in h.explain.notes)
 
 
 def test_a_reranker_reorders_the_fused_results(

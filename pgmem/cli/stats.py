@@ -7,7 +7,7 @@ import argparse
 from pgmem.cli.catalog import catalog, schema_dim
 from pgmem.cli.options import Commands, print_json, size
 from pgmem.cli.session import Session
-from pgmem.errors import ConfigurationError
+from pgmem.errors import ConfigurationError, InvalidInputError
 
 
 def register(commands: Commands) -> None:
@@ -20,6 +20,8 @@ def register(commands: Commands) -> None:
 
 def cmd_stats(args: argparse.Namespace, session: Session) -> int:
     """Counts per tenant and scope, and table and index sizes."""
+    if args.scopes < 0:
+        raise InvalidInputError(f"--scopes must be 0 or more, got {args.scopes}")
     dsn, schema = session.dsn(), session.schema
     if schema_dim(dsn, schema) is None:
         raise ConfigurationError(f"schema {schema!r} is not in this database: run `pgmem migrate`")
