@@ -249,6 +249,12 @@ def test_import_errors_name_the_line(run: Run, tmp_path: Path) -> None:
     bad_meta = tmp_path / "meta.csv"
     bad_meta.write_text("text,user_id,metadata\nx,u,{nope\n")
     assert f"{bad_meta}, line 2: metadata is not valid JSON" in run.error("import", str(bad_meta))
+    one_id = tmp_path / "twice.jsonl"
+    one_id.write_text('{"text": "ok", "user_id": "u"}\n'
+                      '{"text": "a", "user_id": "u", "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427"}\n'
+                      '{"text": "b", "user_id": "u", "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427"}\n')
+    assert f"{one_id}, line 3: id 1b4e28ba-2fa1-11d2-883f-0016d3cca427 is also line 2's" in (
+        run.error("import", str(one_id)))
     assert "No such file" in run.error("import", str(tmp_path / "missing.jsonl"))
     assert "give a FILE or --demo" in run.error("import")
     assert run.ok("list", "--user", "u") == "no memories\n"  # nothing was written

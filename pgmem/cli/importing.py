@@ -94,7 +94,12 @@ def import_rows(
         # add_many names an item by index; say which line of the file it came from.
         match = re.match(r"items\[(\d+)\]: (.*)", str(exc), re.DOTALL)
         if match and int(match[1]) < len(rows):
-            raise type(exc)(f"{source}, line {rows[int(match[1])][0]}: {match[2]}") from None
+            detail = re.sub(  # another item it names ("... is also items[1]'s")
+                r"items\[(\d+)\]",
+                lambda m: f"line {rows[int(m[1])][0]}" if int(m[1]) < len(rows) else m[0],
+                match[2],
+            )
+            raise type(exc)(f"{source}, line {rows[int(match[1])][0]}: {detail}") from None
         raise
     finally:
         progress.finish()
