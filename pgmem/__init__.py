@@ -77,3 +77,13 @@ __all__ = [
     "reembed",
     "reembed_status",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``pgmem.tables`` (SQLAlchemy Core tables of the schema), imported on first use: SQLAlchemy
+    is not loaded by ``import pgmem``."""
+    if name == "tables":
+        import importlib
+
+        return importlib.import_module("pgmem.tables")
+    raise AttributeError(f"module 'pgmem' has no attribute {name!r}")

@@ -168,3 +168,15 @@ def test_an_app_joins_its_own_table_to_memories(
             assert conn.execute(events).all() == [("ADD", "Alice's router reboots every night")]
     finally:
         engine.dispose()
+
+
+def test_the_tables_are_an_attribute_of_pgmem_without_loading_sqlalchemy_first() -> None:
+    """As the README writes it: ``pgmem.tables.memories`` after ``import pgmem`` alone, in a
+    fresh interpreter, where ``import pgmem`` itself loads no SQLAlchemy."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pgmem; loaded = 'sqlalchemy' in sys.modules; "
+            "print(loaded, pgmem.tables.memories.name)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "memories"]
