@@ -171,15 +171,28 @@ class AsyncMemory(operations.Configured):
         text: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         ts_config: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> MemoryRecord:
         """As :meth:`pgmem.Memory.update`."""
         return await run_async(self._connector, self._ops.update(
-            memory_id, text=text, metadata=metadata, ts_config=ts_config
+            memory_id, text=text, metadata=metadata, ts_config=ts_config,
+            user_id=user_id, agent_id=agent_id, run_id=run_id,
         ))
 
-    async def delete(self, memory_id: uuid.UUID | str) -> None:
+    async def delete(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
         """As :meth:`pgmem.Memory.delete`."""
-        await run_async(self._connector, self._ops.delete(memory_id))
+        await run_async(self._connector, self._ops.delete(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
+        ))
 
     async def delete_all(
         self,
@@ -195,9 +208,18 @@ class AsyncMemory(operations.Configured):
 
     # -- reads -----------------------------------------------------------------------------
 
-    async def get(self, memory_id: uuid.UUID | str) -> MemoryRecord:
+    async def get(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord:
         """As :meth:`pgmem.Memory.get`."""
-        return await run_async(self._connector, self._ops.get(memory_id))
+        return await run_async(self._connector, self._ops.get(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
+        ))
 
     async def get_all(
         self,

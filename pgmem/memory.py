@@ -232,36 +232,52 @@ class Memory(operations.Configured):
         text: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         ts_config: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> MemoryRecord:
         """Change a memory's text, its metadata (replaced as a whole), or both.
 
         A new text is re-embedded and re-lemmatized and its entities re-linked; entities that no
         memory links to any more are deleted. ``updated_at`` moves; an UPDATE event keeps the old
         and new text. One transaction. Duplicates are not checked. A new text is lemmatized in
-        ``ts_config`` (None: the Memory's), which the memory then records.
+        ``ts_config`` (None: the Memory's), which the memory then records. Any of ``user_id``,
+        ``agent_id``, ``run_id`` given: only a memory of that scope is changed (see :meth:`get`).
 
         Returns the updated :class:`MemoryRecord`.
 
         Raises:
             InvalidInputError: a malformed id, a bad text or metadata, or neither given.
-            NotFoundError: this tenant has no memory with the id.
+            NotFoundError: this tenant has no memory with the id (in the scope given).
             EmbeddingError, SchemaError, DatabaseError: as :meth:`add`.
         """
         return run(self._connector, self._ops.update(
-            memory_id, text=text, metadata=metadata, ts_config=ts_config
+            memory_id, text=text, metadata=metadata, ts_config=ts_config,
+            user_id=user_id, agent_id=agent_id, run_id=run_id,
         ))
 
-    def delete(self, memory_id: uuid.UUID | str) -> None:
+    def delete(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
         """Delete a memory, its entity links, and the entities no memory links to any more.
 
-        Writes a DELETE event: :meth:`history` still answers for the id. One transaction.
+        Writes a DELETE event: :meth:`history` still answers for the id. One transaction. Any
+        of ``user_id``, ``agent_id``, ``run_id`` given: only a memory of that scope is deleted
+        (see :meth:`get`).
 
         Raises:
             InvalidInputError: a malformed id.
-            NotFoundError: this tenant has no memory with the id.
+            NotFoundError: this tenant has no memory with the id (in the scope given).
             DatabaseError: the database failed.
         """
-        run(self._connector, self._ops.delete(memory_id))
+        run(self._connector, self._ops.delete(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
+        ))
 
     def delete_all(
         self,
@@ -285,15 +301,29 @@ class Memory(operations.Configured):
 
     # -- reads -----------------------------------------------------------------------------
 
-    def get(self, memory_id: uuid.UUID | str) -> MemoryRecord:
+    def get(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord:
         """The memory with this id.
 
+        A call by id reaches any memory of the tenant. Any of ``user_id``, ``agent_id``,
+        ``run_id`` given, the memory must also carry those ids (a memory of ``user_id="u1"``
+        is found with ``user_id="u1"``, not with ``user_id="u2"``): pass the caller's scope
+        when the id comes from outside.
+
         Raises:
-            InvalidInputError: a malformed id.
-            NotFoundError: this tenant has no memory with the id.
+            InvalidInputError: a malformed id or scope id.
+            NotFoundError: this tenant has no memory with the id (in the scope given).
             DatabaseError: the database failed.
         """
-        return run(self._connector, self._ops.get(memory_id))
+        return run(self._connector, self._ops.get(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
+        ))
 
     def get_all(
         self,

@@ -285,14 +285,17 @@ def insert_steps(
 
 def update_steps(
     store: Store, tenant: str, memory_id: uuid.UUID, params: Row,
-    vectors_of: VectorsOf | None = None,
+    vectors_of: VectorsOf | None = None, within: Mapping[str, str] | None = None,
 ) -> Steps[MemoryRecord]:
     """Update a memory (``params`` from :func:`update_params`) after locking it and its entities
-    (and, for new vectors, :func:`vector_guard_steps` with ``vectors_of``)."""
+    (and, for new vectors, :func:`vector_guard_steps` with ``vectors_of``); with ``within``,
+    only a memory of that scope (see :func:`get_steps`)."""
     if vectors_of is not None:
         yield from vector_guard_steps(store, vectors_of)
     if not (yield from result_of(store.lock_memory(params))):
         raise not_found(tenant, memory_id)
+    if within:
+        yield from get_steps(store, tenant, memory_id, within)
     yield store.lock_linked_entities(params)
     row = yield from result_of(store.update_memory(params))
     if row is None:  # not after lock_memory found it
@@ -300,11 +303,16 @@ def update_steps(
     return record(tenant, row)
 
 
-def delete_steps(store: Store, tenant: str, memory_id: uuid.UUID) -> Steps[None]:
-    """Delete a memory after locking it and its entities."""
+def delete_steps(
+    store: Store, tenant: str, memory_id: uuid.UUID, within: Mapping[str, str] | None = None
+) -> Steps[None]:
+    """Delete a memory after locking it and its entities; with ``within``, only a memory of
+    that scope (see :func:`get_steps`)."""
     params = memory_params(tenant, memory_id)
     if not (yield from result_of(store.lock_memory(params))):
         raise not_found(tenant, memory_id)
+    if within:
+        yield from get_steps(store, tenant, memory_id, within)
     yield store.lock_linked_entities(params)
     yield store.delete_memories(params)
 
@@ -320,12 +328,19 @@ def delete_all_steps(store: Store, tenant: str, scope: Scope) -> Steps[int]:
     return len(deleted)
 
 
-def get_steps(store: Store, tenant: str, memory_id: uuid.UUID) -> Steps[MemoryRecord]:
-    """The memory ``memory_id``; NotFoundError when the tenant has none."""
+def get_steps(
+    store: Store, tenant: str, memory_id: uuid.UUID, within: Mapping[str, str] | None = None
+) -> Steps[MemoryRecord]:
+    """The memory ``memory_id``; NotFoundError when the tenant has none, or when it is not in
+    the scope ``within`` gives (its scope ids, any of user_id, agent_id, run_id)."""
     row = yield from result_of(store.get_memory(memory_params(tenant, memory_id)))
     if row is None:
         raise not_found(tenant, memory_id)
-    return record(tenant, row)
+    found = record(tenant, row)
+    if within and any(getattr(found, name) != value for name, value in within.items()):
+        shown = ", ".join(f"{name}={value!r}" for name, value in within.items())
+        raise NotFoundError(f"no memory {memory_id} in scope {shown} of tenant {tenant!r}")
+    return found
 
 
 def list_steps(
@@ -603,9 +618,13 @@ class Operations:
         text: str | None,
         metadata: Mapping[str, Any] | None,
         ts_config: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> Operation[MemoryRecord]:
         """See :meth:`pgmem.Memory.update`."""
         checked_id = validate.memory_id(memory_id)
+        guard = validate.within(user_id, agent_id, run_id)
         if text is None and metadata is None:
             raise InvalidInputError("update needs a new text, new metadata or both")
         meta = None if metadata is None else validate.metadata(metadata)
@@ -626,14 +645,24 @@ class Operations:
             )
         return (
             yield from transaction(
-                lambda _: update_steps(self.store, self.tenant, checked_id, params, vectors_of)
+                lambda _: update_steps(
+                    self.store, self.tenant, checked_id, params, vectors_of, guard
+                )
             )
         )
 
-    def delete(self, memory_id: uuid.UUID | str) -> Operation[None]:
+    def delete(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> Operation[None]:
         """See :meth:`pgmem.Memory.delete`."""
         checked_id = validate.memory_id(memory_id)
-        yield from transaction(lambda _: delete_steps(self.store, self.tenant, checked_id))
+        guard = validate.within(user_id, agent_id, run_id)
+        yield from transaction(lambda _: delete_steps(self.store, self.tenant, checked_id, guard))
 
     def delete_all(
         self, *, user_id: str | None, agent_id: str | None, run_id: str | None
@@ -644,10 +673,20 @@ class Operations:
 
     # -- reads
 
-    def get(self, memory_id: uuid.UUID | str) -> Operation[MemoryRecord]:
+    def get(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> Operation[MemoryRecord]:
         """See :meth:`pgmem.Memory.get`."""
         checked_id = validate.memory_id(memory_id)
-        return (yield from transaction(lambda _: get_steps(self.store, self.tenant, checked_id)))
+        guard = validate.within(user_id, agent_id, run_id)
+        return (
+            yield from transaction(lambda _: get_steps(self.store, self.tenant, checked_id, guard))
+        )
 
     def get_all(
         self,

@@ -54,6 +54,15 @@ def scope(
     return Scope(tenant=_identifier("tenant", tenant) or "", **checked)
 
 
+def within(user_id: object, agent_id: object, run_id: object) -> dict[str, str]:
+    """The scope ids a call by id gives to guard itself with (none: no guard), checked."""
+    given = {
+        name: _identifier(name, value)
+        for name, value in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id))
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def _identifier(name: str, value: object) -> str | None:
     if value is None and name != "tenant":
         return None

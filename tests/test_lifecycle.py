@@ -555,3 +555,26 @@ def test_history_is_ordered_and_outlives_the_memory(fast_memory: pgmem.Memory) -
     assert times == sorted(times)
     with pytest.raises(dataclasses.FrozenInstanceError):
         events[0].event = "x"  # type: ignore[misc]
+
+
+def test_calls_by_id_can_be_held_to_a_scope(memory: pgmem.Memory) -> None:
+    """An id from outside (a request, an agent's tool call) with the caller's scope: a memory of
+    another scope is not found, and nothing of it is read, changed or deleted."""
+    mine = memory.add("Kim moved to Seoul.", user_id="u1", agent_id="a1")
+    theirs = memory.add("Lee moved to Busan.", user_id="u2")
+    assert memory.get(mine.id, user_id="u1").text == "Kim moved to Seoul."
+    assert memory.get(mine.id, user_id="u1", agent_id="a1").id == mine.id
+    for scope in ({"user_id": "u1"}, {"user_id": "u2", "agent_id": "a1"}, {"run_id": "r1"}):
+        with pytest.raises(pgmem.NotFoundError, match=f"no memory {theirs.id} in scope"):
+            memory.get(theirs.id, **scope)
+        with pytest.raises(pgmem.NotFoundError, match="in scope"):
+            memory.update(theirs.id, metadata={"k": 1}, **scope)
+        with pytest.raises(pgmem.NotFoundError, match="in scope"):
+            memory.delete(theirs.id, **scope)
+    assert memory.get(theirs.id).metadata == {} and len(memory.history(theirs.id)) == 1
+    with pytest.raises(pgmem.InvalidInputError, match="user_id must be a string"):
+        memory.get(mine.id, user_id=7)  # type: ignore[arg-type]
+    assert memory.update(mine.id, metadata={"k": 2}, user_id="u1").metadata == {"k": 2}
+    memory.delete(theirs.id, user_id="u2")
+    with pytest.raises(pgmem.NotFoundError):
+        memory.get(theirs.id)
