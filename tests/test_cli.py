@@ -322,12 +322,18 @@ def test_list_pages_with_a_cursor(demo: Run) -> None:
 
 
 def test_delete_all_of_a_scope(demo: Run) -> None:
+    one = demo.ok("list", "--user", "chen", "--limit", "1").split()[0]
+    # With an id, the scope options guard it: chen's memory is not ben's.
+    assert f"no memory {one} in scope user_id='ben'" in demo.error("delete", one, "--user", "ben")
+    assert f"no memory {one} in scope" in demo.error("get", one, "--user", "ben")
+    assert "in scope" in demo.error("update", one, "--text", "x", "--user", "ben")
+    assert one in demo.ok("get", one, "--user", "chen")
     assert demo.ok("delete", "--all", "--user", "chen") == "deleted 12 memories\n"
     assert demo.ok("delete", "--all", "--user", "chen") == "deleted 0 memories\n"
     assert demo.ok("list", "--user", "chen") == "no memories\n"
     assert "--all with --user/--agent/--run" in demo.error("delete")
     assert "give at least one of --user, --agent or --run" in demo.error("delete", "--all")
-    assert "go with --all" in demo.error("delete", str(uuid.uuid4()), "--user", "ben")
+    assert "no memory" in demo.error("delete", str(uuid.uuid4()), "--user", "ben")
 
 
 def test_stats(demo: Run) -> None:

@@ -47,6 +47,7 @@ def register(commands: Commands) -> None:
 
     p = commands.add("get", cmd_get, "show one memory")
     p.add_argument("id", metavar="ID", help="the memory's id")
+    scope_options(p, "the memory must have (optional: a guard)")
     p.add_argument("--json", action="store_true", help="print it as JSON")
 
     p = commands.add("list", cmd_list, "list a scope's memories, oldest first")
@@ -61,12 +62,13 @@ def register(commands: Commands) -> None:
                      "scope")
     p.add_argument("id", metavar="ID", nargs="?", help="the memory's id")
     p.add_argument("--all", action="store_true", help="delete every memory of the scope")
-    scope_options(p, "whose memories --all deletes")
+    scope_options(p, "whose memories --all deletes; with an ID, that the memory must have")
 
     p = commands.add("update", cmd_update, "change a memory's text and/or metadata")
     p.add_argument("id", metavar="ID", help="the memory's id")
     p.add_argument("--text", help="the new text (re-embedded, entities re-linked)")
     p.add_argument("--metadata", metavar="JSON", help="new metadata, replacing the old")
+    scope_options(p, "the memory must have (optional: a guard)")
 
     p = commands.add("history", cmd_history, "show a memory's ADD/UPDATE/DELETE events")
     p.add_argument("id", metavar="ID", help="the memory's id")
@@ -137,7 +139,7 @@ def print_hits(hits: Sequence[SearchHit], out: TextIO | None = None) -> None:
 
 def cmd_get(args: argparse.Namespace, session: Session) -> int:
     """Show one memory."""
-    record = session.memory().get(args.id)
+    record = session.memory().get(args.id, **scope(args, required=False))
     if args.json:
         print_json(record)
         return 0
@@ -175,10 +177,8 @@ def cmd_delete(args: argparse.Namespace, session: Session) -> int:
     given = scope(args, required=False)
     if args.all == (args.id is not None):
         raise InvalidInputError("give a memory ID, or --all with --user/--agent/--run")
-    if args.id is not None and any(given.values()):
-        raise InvalidInputError("--user/--agent/--run go with --all, not with an ID")
     if args.id is not None:
-        session.memory().delete(args.id)
+        session.memory().delete(args.id, **given)
         print(f"deleted {args.id}")
     else:
         count = session.memory().delete_all(**scope(args))
@@ -189,7 +189,9 @@ def cmd_delete(args: argparse.Namespace, session: Session) -> int:
 def cmd_update(args: argparse.Namespace, session: Session) -> int:
     """Change a memory's text and/or metadata."""
     metadata = json_arg(args.metadata, "--metadata", InvalidInputError)
-    record = session.memory().update(args.id, text=args.text, metadata=metadata)
+    record = session.memory().update(
+        args.id, text=args.text, metadata=metadata, **scope(args, required=False)
+    )
     print(f"updated {record.id}")
     return 0
 
