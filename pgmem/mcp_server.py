@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import anyio
@@ -28,7 +28,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from pgmem.aio import AsyncMemory
-from pgmem.errors import NotFoundError, PgmemError, ScopeError
+from pgmem.errors import PgmemError, ScopeError
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, SearchHit, jsonable
 
 __all__ = ["SCOPE_KEYS", "create_server", "serve"]
@@ -71,16 +71,6 @@ def create_server(
         if not effective:
             raise ToolError(ScopeError().args[0])
         return effective
-
-    async def in_scope(memory_id: str, call_scope: dict[str, Any]) -> MemoryRecord:
-        """The memory, if it exists in the call's scope; else a tool error as if it did not."""
-        try:
-            record = await memory.get(memory_id)
-        except NotFoundError:
-            record = None
-        if record is None or any(getattr(record, k) != v for k, v in call_scope.items()):
-            raise ToolError(f"no memory {memory_id} in scope {_label(call_scope)}")
-        return record
 
     @server.tool()
     async def add(
@@ -126,8 +116,8 @@ def create_server(
     ) -> dict[str, Any]:
         """One memory of the scope, by id."""
         call_scope = scope(user_id, agent_id, run_id)
-        with _tool_errors():
-            return _record(await in_scope(memory_id, call_scope))
+        with _tool_errors():  # a memory of another scope is not found (Memory.get's guard)
+            return _record(await memory.get(memory_id, **call_scope))
 
     @server.tool(name="list")
     async def list_memories(
@@ -158,8 +148,9 @@ def create_server(
         """Change a memory's text, its metadata (replaced as a whole), or both."""
         call_scope = scope(user_id, agent_id, run_id)
         with _tool_errors():
-            await in_scope(memory_id, call_scope)
-            return _record(await memory.update(memory_id, text=text, metadata=metadata))
+            return _record(
+                await memory.update(memory_id, text=text, metadata=metadata, **call_scope)
+            )
 
     @server.tool()
     async def delete(
@@ -171,8 +162,7 @@ def create_server(
         """Delete a memory of the scope."""
         call_scope = scope(user_id, agent_id, run_id)
         with _tool_errors():
-            await in_scope(memory_id, call_scope)
-            await memory.delete(memory_id)
+            await memory.delete(memory_id, **call_scope)
         return {"deleted": memory_id}
 
     @server.tool()
@@ -185,7 +175,7 @@ def create_server(
         """How a memory of the scope came to be: its ADD and UPDATE events, oldest first."""
         call_scope = scope(user_id, agent_id, run_id)
         with _tool_errors():
-            await in_scope(memory_id, call_scope)
+            await memory.get(memory_id, **call_scope)
             events = await memory.history(memory_id)
         return {"memory_id": memory_id, "events": [_event(e) for e in events]}
 
@@ -231,10 +221,6 @@ def _tool_errors() -> Iterator[None]:
         yield
     except PgmemError as exc:
         raise ToolError(str(exc)) from exc
-
-
-def _label(call_scope: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in call_scope.items())
 
 
 def _scope_of(record: MemoryRecord | SearchHit) -> dict[str, Any]:
