@@ -233,9 +233,9 @@ entity AS MATERIALIZED (
 -- Neighbour step: the memories stored up to %(neighbour_window)s places before (%(previous)s) and
 -- after (%(next)s) each of the legs' best %(neighbour_limit)s, in the scope's (created_at, id)
 -- order: read from scope_rows in a small scope, else one probe a side on the index of a scope id
--- (reading %(neighbour_window)s rows). A neighbour joins the
--- candidates: an answer stored after the question that matches the query comes in with it
--- (pgmem.scoring: a memory counts at least a share of its neighbours' scores).
+-- (reading %(neighbour_window)s rows). A neighbour joins the candidates: an answer stored after
+-- the question that matches the query comes in with it (pgmem.scoring: a memory counts at least
+-- a share of its neighbours' scores).
 leg_best AS MATERIALIZED (
     (SELECT s.id FROM semantic s
       WHERE %(previous)s::boolean OR %(next)s::boolean
@@ -330,7 +330,8 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metada
   LEFT JOIN candidates c ON TRUE
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
-  LEFT JOIN neighbours b1 ON b1.later = c.id AND b1.distance = 1  -- (at most one a place)
+  -- each side's neighbour at each distance: one memory at most (the scope's order is total)
+  LEFT JOIN neighbours b1 ON b1.later = c.id AND b1.distance = 1
   LEFT JOIN neighbours b2 ON b2.later = c.id AND b2.distance = 2
   LEFT JOIN neighbours a1 ON a1.earlier = c.id AND a1.distance = 1
   LEFT JOIN neighbours a2 ON a2.earlier = c.id AND a2.distance = 2
