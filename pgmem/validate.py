@@ -153,8 +153,8 @@ def is_utf8(value: str) -> bool:
 
 
 def _check_json_strings(value: object) -> None:
-    """Raise unless every string (key or value) in a JSON-serialisable value is storable:
-    jsonb rejects NUL characters and lone surrogates."""
+    """Raise unless every string (key or value) in a JSON-serialisable value is storable --
+    jsonb rejects NUL characters and lone surrogates -- and every key is a string."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -163,6 +163,11 @@ def _check_json_strings(value: object) -> None:
         elif isinstance(item, Mapping):
             strings = item.keys()
             stack.extend(item.values())
+            for key in strings:
+                if not isinstance(key, str):  # json.dumps would make it a string
+                    raise InvalidInputError(
+                        f"metadata keys must be strings, got a {type(key).__name__} key"
+                    )
         elif isinstance(item, (list, tuple)):
             strings = ()
             stack.extend(item)

@@ -218,6 +218,13 @@ BAD_CALLS: dict[str, tuple[Callable[[pgmem.Memory, uuid.UUID], Any], type[pgmem.
     "metadata huge int": (
         lambda m, i: m.add("x", user_id="u", metadata={"k": 10**5000}), pgmem.InvalidInputError
     ),
+    # JSON would turn these keys into strings: what comes back would not be what was given
+    "metadata int key": (
+        lambda m, i: m.add("x", user_id="u", metadata={1: "a"}), pgmem.InvalidInputError
+    ),
+    "metadata nested None key": (
+        lambda m, i: m.add("x", user_id="u", metadata={"k": [{None: 1}]}), pgmem.InvalidInputError
+    ),
 }
 
 
