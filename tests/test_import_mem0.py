@@ -175,8 +175,9 @@ def test_bad_rows_stop_the_import_before_any_write(
     with pytest.raises(pgmem.ScopeError, match=str(bad)):
         import_collection(target, "with_bad_row", source=source_dsn)
     assert target.get_all(user_id="dan").items == ()
-    with pytest.raises(pgmem.NotFoundError, match="no Mem0 collection"):
+    with pytest.raises(pgmem.NotFoundError, match="no Mem0 collection") as missing:
         import_collection(target, "no_such_collection", source=source_dsn)
+    assert "LINE" not in str(missing.value) and "SELECT" not in str(missing.value)
 
 
 def test_cli_imports_a_mem0_collection(

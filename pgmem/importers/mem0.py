@@ -266,9 +266,13 @@ class _Reader:
                 row = cur.execute(self._query("mem0_collection"), {"table": self.regclass}
                                   ).fetchone()
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
-            raise NotFoundError(f"no Mem0 collection {self.name}: {exc}") from exc
+            raise NotFoundError(
+                f"no Mem0 collection {self.name}: {_primary(exc)}"
+            ) from exc
         except psycopg.errors.UndefinedObject as exc:  # no vector type in that database
-            raise NotFoundError(f"{self.name} is not a Mem0 pgvector collection: {exc}") from exc
+            raise NotFoundError(
+                f"{self.name} is not a Mem0 pgvector collection: {_primary(exc)}"
+            ) from exc
         assert row is not None
         dim = row["dim"]
         return int(row["count"]), (int(dim) if dim is not None and dim > 0 else None)
@@ -285,7 +289,8 @@ class _Reader:
                     ).fetchall()
                 except psycopg.errors.UndefinedColumn as exc:
                     raise NotFoundError(
-                        f"{self.name} is not a Mem0 collection (id, vector, payload): {exc}"
+                        f"{self.name} is not a Mem0 collection (id, vector, payload): "
+                        f"{_primary(exc)}"
                     ) from exc
             if not rows:
                 return
@@ -310,3 +315,8 @@ class _Reader:
         with self.conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(self._query("mem0_sample"), {"limit": limit}).fetchall()
         return [(row["text"], _array(row["vector"])) for row in rows]
+
+
+def _primary(exc: psycopg.Error) -> str:
+    """The server's message without the statement text and caret psycopg adds after it."""
+    return exc.diag.message_primary or str(exc).splitlines()[0]
