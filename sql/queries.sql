@@ -293,6 +293,20 @@ neighbours AS MATERIALIZED (  -- (earlier, later, distance): stored `distance` p
                      LIMIT %(neighbour_window)s) a) n
     -- [/large scope]
 ),
+-- Each candidate's neighbours, one row a memory: those stored one and two places before it and
+-- after it (one join below, not four: each would be a loop over the pairs).
+neighbour_ids AS MATERIALIZED (
+    SELECT n.id,
+           (array_agg(n.other) FILTER (WHERE n.before AND n.distance = 1))[1] AS before_1,
+           (array_agg(n.other) FILTER (WHERE n.before AND n.distance = 2))[1] AS before_2,
+           (array_agg(n.other) FILTER (WHERE NOT n.before AND n.distance = 1))[1] AS after_1,
+           (array_agg(n.other) FILTER (WHERE NOT n.before AND n.distance = 2))[1] AS after_2
+      FROM (SELECT p.later AS id, p.earlier AS other, TRUE AS before, p.distance
+              FROM neighbours p
+            UNION ALL
+            SELECT p.earlier, p.later, FALSE, p.distance FROM neighbours p) n
+     GROUP BY n.id
+),
 -- Every candidate with its columns: the semantic leg's rows as they are, the other legs' rows
 -- and the neighbours from scope_rows (a small scope) or fetched by key.
 others AS (
@@ -324,17 +338,12 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metada
        (SELECT coalesce(cardinality(q.lexemes), 0) FROM query_terms q) AS query_terms,
        (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs,  -- the BM25 scale of the scope
        (SELECT n FROM scope_size) AS scope_size,  -- up to %(scan_rows)s + 1
-       b1.earlier AS before_1, b2.earlier AS before_2, a1.later AS after_1,
-       a2.later AS after_2
+       x.before_1, x.before_2, x.after_1, x.after_2
   FROM (SELECT) AS answer  -- one row at least: without candidates, its columns NULL but sizes
   LEFT JOIN candidates c ON TRUE
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
-  -- each side's neighbour at each distance: one memory at most (the scope's order is total)
-  LEFT JOIN neighbours b1 ON b1.later = c.id AND b1.distance = 1
-  LEFT JOIN neighbours b2 ON b2.later = c.id AND b2.distance = 2
-  LEFT JOIN neighbours a1 ON a1.earlier = c.id AND a1.distance = 1
-  LEFT JOIN neighbours a2 ON a2.earlier = c.id AND a2.distance = 2
+  LEFT JOIN neighbour_ids x ON x.id = c.id
 
 -- name: lock_contents
 -- The locks of an add, taken before insert_memories as a statement of its own (so that its
