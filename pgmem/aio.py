@@ -237,9 +237,18 @@ class AsyncMemory(operations.Configured):
             cursor=cursor,
         ))
 
-    async def history(self, memory_id: uuid.UUID | str) -> list[HistoryEvent]:
+    async def history(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[HistoryEvent]:
         """As :meth:`pgmem.Memory.history`."""
-        return await run_async(self._connector, self._ops.history(memory_id))
+        return await run_async(self._connector, self._ops.history(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
+        ))
 
     # -- search ----------------------------------------------------------------------------
 

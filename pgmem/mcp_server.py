@@ -175,8 +175,7 @@ def create_server(
         """How a memory of the scope came to be: its ADD and UPDATE events, oldest first."""
         call_scope = scope(user_id, agent_id, run_id)
         with _tool_errors():
-            await memory.get(memory_id, **call_scope)
-            events = await memory.history(memory_id)
+            events = await memory.history(memory_id, **call_scope)
         return {"memory_id": memory_id, "events": [_event(e) for e in events]}
 
     return server

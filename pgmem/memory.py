@@ -354,15 +354,27 @@ class Memory(operations.Configured):
             cursor=cursor,
         ))
 
-    def history(self, memory_id: uuid.UUID | str) -> list[HistoryEvent]:
+    def history(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[HistoryEvent]:
         """The ADD, UPDATE and DELETE events of a memory, oldest first -- also once deleted.
+        Any of ``user_id``, ``agent_id``, ``run_id`` given: only those of a memory of that scope
+        (see :meth:`get`) that is still there -- a deleted memory's events keep no scope.
 
         Raises:
-            InvalidInputError: a malformed id.
-            NotFoundError: this tenant never had a memory with the id.
+            InvalidInputError: a malformed id or scope id.
+            NotFoundError: this tenant never had a memory with the id (with a scope: has no
+                such memory in it).
             DatabaseError: the database failed.
         """
-        return run(self._connector, self._ops.history(memory_id))
+        return run(self._connector, self._ops.history(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
+        ))
 
     # -- search ----------------------------------------------------------------------------
 

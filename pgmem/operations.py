@@ -351,8 +351,14 @@ def list_steps(
     return page(tenant, rows, limit)
 
 
-def history_steps(store: Store, tenant: str, memory_id: uuid.UUID) -> Steps[list[HistoryEvent]]:
-    """The events of ``memory_id``; NotFoundError when the tenant never had it."""
+def history_steps(
+    store: Store, tenant: str, memory_id: uuid.UUID, within: Mapping[str, str] | None = None
+) -> Steps[list[HistoryEvent]]:
+    """The events of ``memory_id``; NotFoundError when the tenant never had it. With
+    ``within``, only those of a memory that is still there, in that scope (see
+    :func:`get_steps`): a deleted memory's events carry no scope to check."""
+    if within:
+        yield from get_steps(store, tenant, memory_id, within)
     rows = yield from result_of(store.memory_history(memory_params(tenant, memory_id)))
     if not rows:
         raise not_found(tenant, memory_id)
@@ -710,10 +716,22 @@ class Operations:
             )
         )
 
-    def history(self, memory_id: uuid.UUID | str) -> Operation[list[HistoryEvent]]:
+    def history(
+        self,
+        memory_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> Operation[list[HistoryEvent]]:
         """See :meth:`pgmem.Memory.history`."""
         checked_id = validate.memory_id(memory_id)
-        return (yield from transaction(lambda _: history_steps(self.store, self.tenant, checked_id)))
+        guard = validate.within(user_id, agent_id, run_id)
+        return (
+            yield from transaction(
+                lambda _: history_steps(self.store, self.tenant, checked_id, guard)
+            )
+        )
 
     # -- search
 

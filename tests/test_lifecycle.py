@@ -578,3 +578,15 @@ def test_calls_by_id_can_be_held_to_a_scope(memory: pgmem.Memory) -> None:
     memory.delete(theirs.id, user_id="u2")
     with pytest.raises(pgmem.NotFoundError):
         memory.get(theirs.id)
+
+
+def test_history_held_to_a_scope_answers_for_a_memory_still_there(memory: pgmem.Memory) -> None:
+    kept = memory.add("Kim moved to Seoul.", user_id="u1")
+    gone = memory.add("Lee moved to Busan.", user_id="u1")
+    assert [e.event for e in memory.history(kept.id, user_id="u1")] == ["ADD"]
+    with pytest.raises(pgmem.NotFoundError, match="in scope"):
+        memory.history(kept.id, user_id="u2")
+    memory.delete(gone.id)
+    assert [e.event for e in memory.history(gone.id)] == ["ADD", "DELETE"]
+    with pytest.raises(pgmem.NotFoundError):  # its events keep no scope to check
+        memory.history(gone.id, user_id="u1")

@@ -72,6 +72,7 @@ def register(commands: Commands) -> None:
 
     p = commands.add("history", cmd_history, "show a memory's ADD/UPDATE/DELETE events")
     p.add_argument("id", metavar="ID", help="the memory's id")
+    scope_options(p, "the memory must have (optional: a guard; the memory must still exist)")
     p.add_argument("--json", action="store_true", help="print the events as JSON")
 
 
@@ -198,7 +199,7 @@ def cmd_update(args: argparse.Namespace, session: Session) -> int:
 
 def cmd_history(args: argparse.Namespace, session: Session) -> int:
     """Show a memory's ADD, UPDATE and DELETE events."""
-    events = session.memory().history(args.id)
+    events = session.memory().history(args.id, **scope(args, required=False))
     if args.json:
         print_json(events)
         return 0
