@@ -89,6 +89,11 @@ class MissingSchemaError(DatabaseError, SchemaError):
 _CONNECTION_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "25P03")
 
 
+def server_message(exc: psycopg.Error) -> str:
+    """The server's message for ``exc``, without the statement text and caret psycopg adds."""
+    return exc.diag.message_primary or str(exc).splitlines()[0]
+
+
 def translate(exc: psycopg.Error) -> DatabaseError:
     """The :class:`DatabaseError` subclass that stands for a psycopg error."""
     if isinstance(exc, psycopg.errors.QueryCanceled):
@@ -99,7 +104,7 @@ def translate(exc: psycopg.Error) -> DatabaseError:
         return ConnectionLostError(f"connection to PostgreSQL failed: {exc}")
     if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):
         return MissingSchemaError(
-            f"{exc.diag.message_primary or exc}: pgmem's schema is not in this database, or is "
+            f"{server_message(exc)}: pgmem's schema is not in this database, or is "
             "older than this pgmem, or has another name: run pgmem.migrate(dsn) or `pgmem "
             "migrate` (with the schema name you use)"
         )

@@ -45,17 +45,15 @@ def scope(
     tenant: str, user_id: str | None, agent_id: str | None, run_id: str | None
 ) -> Scope:
     """A checked :class:`Scope`. Raises ScopeError when none of the three ids is given."""
-    checked = {
-        name: _identifier(name, value)
-        for name, value in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id))
-    }
-    if all(v is None for v in checked.values()):
+    given = within(user_id, agent_id, run_id)
+    if not given:
         raise ScopeError()
-    return Scope(tenant=_identifier("tenant", tenant) or "", **checked)
+    return Scope(tenant=_identifier("tenant", tenant) or "", **given)
 
 
 def within(user_id: object, agent_id: object, run_id: object) -> dict[str, str]:
-    """The scope ids a call by id gives to guard itself with (none: no guard), checked."""
+    """The scope ids given (checked), by name: a call's scope, or the guard of a call by id
+    (none: no guard)."""
     given = {
         name: _identifier(name, value)
         for name, value in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id))

@@ -22,6 +22,9 @@ from pgmem.cli.session import Session
 from pgmem.errors import FilterError, InvalidInputError
 from pgmem.results import SearchHit
 
+# The help of the scope options of a command by id: they guard it (Memory.get's scope ids).
+GUARD = "the memory must have (optional: a guard)"
+
 
 def register(commands: Commands) -> None:
     """Add the memory commands."""
@@ -47,7 +50,7 @@ def register(commands: Commands) -> None:
 
     p = commands.add("get", cmd_get, "show one memory")
     p.add_argument("id", metavar="ID", help="the memory's id")
-    scope_options(p, "the memory must have (optional: a guard)")
+    scope_options(p, GUARD)
     p.add_argument("--json", action="store_true", help="print it as JSON")
 
     p = commands.add("list", cmd_list, "list a scope's memories, oldest first")
@@ -62,17 +65,17 @@ def register(commands: Commands) -> None:
                      "scope")
     p.add_argument("id", metavar="ID", nargs="?", help="the memory's id")
     p.add_argument("--all", action="store_true", help="delete every memory of the scope")
-    scope_options(p, "whose memories --all deletes; with an ID, that the memory must have")
+    scope_options(p, f"whose memories --all deletes; with an ID, {GUARD}")
 
     p = commands.add("update", cmd_update, "change a memory's text and/or metadata")
     p.add_argument("id", metavar="ID", help="the memory's id")
     p.add_argument("--text", help="the new text (re-embedded, entities re-linked)")
     p.add_argument("--metadata", metavar="JSON", help="new metadata, replacing the old")
-    scope_options(p, "the memory must have (optional: a guard)")
+    scope_options(p, GUARD)
 
     p = commands.add("history", cmd_history, "show a memory's ADD/UPDATE/DELETE events")
     p.add_argument("id", metavar="ID", help="the memory's id")
-    scope_options(p, "the memory must have (optional: a guard; the memory must still exist)")
+    scope_options(p, f"{GUARD}; the memory must still exist")
     p.add_argument("--json", action="store_true", help="print the events as JSON")
 
 

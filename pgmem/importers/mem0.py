@@ -37,6 +37,7 @@ from pgmem.errors import (
     DimensionMismatchError,
     InvalidInputError,
     NotFoundError,
+    server_message,
     translate,
 )
 from pgmem.memory import Memory, run
@@ -267,11 +268,11 @@ class _Reader:
                                   ).fetchone()
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
             raise NotFoundError(
-                f"no Mem0 collection {self.name}: {_primary(exc)}"
+                f"no Mem0 collection {self.name}: {server_message(exc)}"
             ) from exc
         except psycopg.errors.UndefinedObject as exc:  # no vector type in that database
             raise NotFoundError(
-                f"{self.name} is not a Mem0 pgvector collection: {_primary(exc)}"
+                f"{self.name} is not a Mem0 pgvector collection: {server_message(exc)}"
             ) from exc
         assert row is not None
         dim = row["dim"]
@@ -290,7 +291,7 @@ class _Reader:
                 except psycopg.errors.UndefinedColumn as exc:
                     raise NotFoundError(
                         f"{self.name} is not a Mem0 collection (id, vector, payload): "
-                        f"{_primary(exc)}"
+                        f"{server_message(exc)}"
                     ) from exc
             if not rows:
                 return
@@ -315,8 +316,3 @@ class _Reader:
         with self.conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(self._query("mem0_sample"), {"limit": limit}).fetchall()
         return [(row["text"], _array(row["vector"])) for row in rows]
-
-
-def _primary(exc: psycopg.Error) -> str:
-    """The server's message without the statement text and caret psycopg adds after it."""
-    return exc.diag.message_primary or str(exc).splitlines()[0]
