@@ -31,6 +31,11 @@ class FilterError(InvalidInputError):
     """The metadata filter is not valid."""
 
 
+class IdTakenError(InvalidInputError):
+    """An item brings an id that a memory of another scope of the tenant has: nothing of its
+    batch was written. The message names the id, never the memory."""
+
+
 class NotFoundError(PgmemError, LookupError):
     """No memory has this id in this tenant."""
 

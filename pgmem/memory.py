@@ -200,8 +200,9 @@ class Memory(operations.Configured):
         An item is a text or a dict ``{"text": ..., "metadata": ..., "user_id": ...,
         "agent_id": ..., "run_id": ...}``; a scope key present in the dict replaces the call's
         value for that item. To bring memories over from another store, an item may also keep
-        its ``id`` (a UUID: an id the tenant already has is a duplicate, and an item with an id
-        is never deduplicated by content), ``created_at`` and ``updated_at`` (timezone-aware
+        its ``id`` (a UUID: an id the item's scope already has is a duplicate, an id of another
+        scope's memory raises :class:`~pgmem.errors.IdTakenError`,
+        and an item with an id is never deduplicated by content), ``created_at`` and ``updated_at`` (timezone-aware
         datetimes or ISO 8601 text) and ``embedding`` (a vector of the schema's dimension,
         used instead of embedding the text). Every item is checked before anything is written. Each batch of
         ``batch_size`` items is lemmatized together, embedded in one call (texts and entity
@@ -218,6 +219,8 @@ class Memory(operations.Configured):
         Raises:
             ScopeError, InvalidInputError: a bad argument or item, named by its index (nothing
                 is written).
+            IdTakenError: an item's id is taken by another scope (named by its index; nothing
+                of its batch is written).
             EmbeddingError, SchemaError, DatabaseError: as :meth:`add`.
         """
         return run(self._connector, self._ops.add_many(
@@ -364,7 +367,8 @@ class Memory(operations.Configured):
     ) -> list[HistoryEvent]:
         """The ADD, UPDATE and DELETE events of a memory, oldest first -- also once deleted.
         Any of ``user_id``, ``agent_id``, ``run_id`` given: only those of a memory of that scope
-        (see :meth:`get`) that is still there -- a deleted memory's events keep no scope.
+        (see :meth:`get`) that is still there, since its latest DELETE -- a deleted memory's
+        events keep no scope, and its id may have been imported again.
 
         Raises:
             InvalidInputError: a malformed id or scope id.

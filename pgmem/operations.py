@@ -47,6 +47,7 @@ from pgmem.embedding_space import (
 from pgmem.errors import (
     ConfigurationError,
     DimensionMismatchError,
+    IdTakenError,
     InvalidInputError,
     IsolationError,
     NotFoundError,
@@ -260,12 +261,14 @@ def vector_guard_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
 
 
 def insert_steps(
-    store: Store, tenant: str, params: Row, vectors_of: VectorsOf | None = None
+    store: Store, tenant: str, params: Row, vectors_of: VectorsOf | None = None, first: int = 0
 ) -> Steps[list[AddResult]]:
     """Add a batch (``params`` from :func:`insert_params`): the duplicate locks, then the insert
-    (after :func:`vector_guard_steps` with ``vectors_of``).
+    (after :func:`vector_guard_steps` with ``vectors_of``). ``first``: the index of the batch's
+    first item in the call, for errors.
 
     Raises:
+        IdTakenError: an item's id is another scope's (see :func:`taken_ids_steps`).
         IsolationError: ``dedupe`` in a REPEATABLE READ transaction, whose snapshot predates the
             locks, so that a concurrent add of the same text would be missed. Raised after the
             insert, whose rows tell the isolation level; the caller's savepoint undoes it.
@@ -273,6 +276,7 @@ def insert_steps(
     if vectors_of is not None:
         yield from vector_guard_steps(store, vectors_of)
     yield store.lock_contents(params)  # entity-name locks always, duplicate locks with dedupe
+    yield from taken_ids_steps(store, tenant, params, first)
     rows = yield from result_of(store.insert_memories(params))
     if params["dedupe"] and rows and rows[0]["isolation"] == "repeatable read":
         raise IsolationError(
@@ -281,6 +285,26 @@ def insert_steps(
             "dedupe=False; nothing was written"
         )
     return add_results(tenant, rows)
+
+
+def taken_ids_steps(store: Store, tenant: str, params: Row, first: int) -> Steps[None]:
+    """Refuse a batch whose items bring ids (an import's) that the tenant has in another scope:
+    a call must never learn about, nor take over, a memory outside its scope. The error names
+    the item and its id, nothing of the memory.
+
+    Raises:
+        IdTakenError: such an item (the first), before anything of the batch is written.
+    """
+    if not any(given is not None for given in params["ids"]):
+        return
+    taken = yield from result_of(store.taken_ids(params))
+    if taken:
+        index = first + taken[0] - 1
+        raise IdTakenError(
+            f"items[{index}]: id {params['ids'][taken[0] - 1]} is taken in tenant {tenant!r} "
+            "by a memory of another scope: give the item another id, or none; nothing of its "
+            "batch was written"
+        )
 
 
 def update_steps(
@@ -356,12 +380,16 @@ def history_steps(
 ) -> Steps[list[HistoryEvent]]:
     """The events of ``memory_id``; NotFoundError when the tenant never had it. With
     ``within``, only those of a memory that is still there, in that scope (see
-    :func:`get_steps`): a deleted memory's events carry no scope to check."""
+    :func:`get_steps`), since its latest DELETE: a deleted memory's events carry no scope to
+    check, and its id may have been imported again into another scope."""
     if within:
         yield from get_steps(store, tenant, memory_id, within)
     rows = yield from result_of(store.memory_history(memory_params(tenant, memory_id)))
     if not rows:
         raise not_found(tenant, memory_id)
+    if within:
+        deletes = [n for n, row in enumerate(rows) if row["event"] == "DELETE"]
+        rows = rows[deletes[-1] + 1 :] if deletes else rows
     return history_events(rows)
 
 
@@ -611,7 +639,8 @@ class Operations:
         results: list[AddResult] = []
         for start in range(0, len(checked), size):
             results.extend((yield from self._add_batch(
-                checked[start : start + size], dedupe=dedupe, text_search=text_search
+                checked[start : start + size], dedupe=dedupe, text_search=text_search,
+                first=start,
             )))
             if on_progress is not None:
                 on_progress(len(results), len(checked))
@@ -858,7 +887,8 @@ class Operations:
         )
 
     def _add_batch(
-        self, items: Sequence[NewMemory], *, dedupe: bool, text_search: TextSearch
+        self, items: Sequence[NewMemory], *, dedupe: bool, text_search: TextSearch,
+        first: int = 0,
     ) -> Operation[list[AddResult]]:
         space = yield from self._checked_space()
         vectors_of = (space, self.embedder_name)
@@ -868,7 +898,8 @@ class Operations:
         # Pipeline mode: the locks and the insert travel in one round trip.
         return (
             yield from transaction(
-                lambda _: insert_steps(self.store, self.tenant, params, vectors_of), pipeline=True
+                lambda _: insert_steps(self.store, self.tenant, params, vectors_of, first),
+                pipeline=True,
             )
         )
 

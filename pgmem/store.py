@@ -184,6 +184,11 @@ class Store:
         ``isolation`` level."""
         return self._statement("insert_memories", params, "all", _rows)
 
+    def taken_ids(self, params: Row) -> Statement[list[int]]:
+        """The items (1-based) whose given id the tenant has in another scope, or had for a
+        memory since deleted."""
+        return self._statement("taken_ids", params, "all", _ords)
+
     def get_memory(self, params: Row) -> Statement[Row | None]:
         """The memory ``id`` of the tenant, or None."""
         return self._statement("get_memory", params, "one", _row)
@@ -314,6 +319,10 @@ def _found(row: Row | None) -> bool:
 
 def _ids(rows: list[Row]) -> list[uuid.UUID]:
     return [row["id"] for row in rows]
+
+
+def _ords(rows: list[Row]) -> list[int]:
+    return [row["ord"] for row in rows]
 
 
 def _names(rows: list[Row]) -> list[str]:

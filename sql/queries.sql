@@ -379,8 +379,9 @@ SELECT pg_advisory_xact_lock(k.class, k.key)
 -- with the variant of its first occurrence in a stored item -- as one-by-one adds would -- in
 -- name order, so that concurrent writers lock entity rows in the same order.
 -- An import (pgmem.importers) gives items their ids and timestamps (`ids`, `created_ats`,
--- `updated_ats`; NULL: made here): an item whose id the tenant already has is not stored again
--- and counts as a duplicate; items with ids are never deduplicated by content.
+-- `updated_ats`; NULL: made here): an item whose id the tenant already has in the item's scope
+-- is not stored again and counts as a duplicate; items with ids are never deduplicated by
+-- content.
 WITH item AS (
     SELECT i.*,
            CASE WHEN %(dedupe)s::boolean AND i.given_id IS NULL
@@ -410,9 +411,15 @@ existing AS (
              LIMIT 1) x
      WHERE %(dedupe)s::boolean AND i.ord = i.first_ord AND i.given_id IS NULL
     UNION ALL
+    -- an id brought again into its own scope (an import run twice); an id taken in another
+    -- scope never comes back as a duplicate (taken_ids refused it first; one taken since
+    -- fails the insert on the primary key)
     SELECT i.ord, m.id
       FROM item i
       JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = i.given_id
+     WHERE m.user_id IS NOT DISTINCT FROM i.user_id
+       AND m.agent_id IS NOT DISTINCT FROM i.agent_id
+       AND m.run_id IS NOT DISTINCT FROM i.run_id
 ),
 -- A memory's created_at is its statement's start plus a microsecond per item before it, so that
 -- (created_at, id) is the order memories were stored in, also within a batch and across the
@@ -496,6 +503,18 @@ SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at, 
   LEFT JOIN existing x ON x.ord = i.first_ord
   LEFT JOIN fresh f ON f.ord = i.first_ord
   JOIN stored s ON s.id = coalesce(x.id, f.id)
+ ORDER BY i.ord
+
+-- name: taken_ids
+-- The items of a batch (1-based) whose given id a memory of the tenant has in another scope.
+-- Run before insert_memories. (A deleted memory's id may be brought back: an import restoring
+-- it; history guarded by a scope shows only the events since its latest DELETE.)
+SELECT i.ord
+  FROM unnest(%(ids)s::uuid[], %(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[])
+       WITH ORDINALITY AS i(id, user_id, agent_id, run_id, ord)
+  JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = i.id
+ WHERE m.user_id IS DISTINCT FROM i.user_id OR m.agent_id IS DISTINCT FROM i.agent_id
+    OR m.run_id IS DISTINCT FROM i.run_id
  ORDER BY i.ord
 
 -- name: get_memory
