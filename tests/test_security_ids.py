@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_support import HashEmbedder, counts, rows, scratch_database
+from security_support import PgmemCli, pgmem_cli  # noqa: F401 - a fixture
 
 import pgmem
-from pgmem import cli
 
 SECRET = "Victim private note: the diagnosis is X"
 
@@ -88,31 +88,8 @@ def test_guarded_calls_by_id_do_not_reach_another_scope(
     assert memory.get(victim.id, user_id="victim").text == SECRET
 
 
-class _Cli:
-    """``pgmem`` in-process on one database: (status, stdout, stderr)."""
-
-    def __init__(self, dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.dsn, self.capsys = dsn, capsys
-
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        status = cli.main(["--dsn", self.dsn, *argv])
-        out, err = self.capsys.readouterr()
-        assert "Traceback" not in err
-        return status, out, err
-
-
-@pytest.fixture
-def pgmem_cli(
-    db_dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
-) -> _Cli:
-    monkeypatch.setattr(cli, "_models", lambda: (embedder, analyzer))
-    return _Cli(db_dsn, capsys)
-
-
 def test_cli_import_and_calls_by_id_stay_in_scope(
-    pgmem_cli: _Cli, memory: pgmem.Memory, db_dsn: str, tmp_path: Path
+    pgmem_cli: PgmemCli, memory: pgmem.Memory, db_dsn: str, tmp_path: Path
 ) -> None:
     victim = memory.add(SECRET, user_id="victim")
     before = counts(db_dsn)

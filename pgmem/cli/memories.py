@@ -14,6 +14,7 @@ from pgmem.cli.options import (
     clip,
     json_arg,
     print_json,
+    printable,
     scope,
     scope_label,
     scope_options,
@@ -149,8 +150,8 @@ def cmd_get(args: argparse.Namespace, session: Session) -> int:
         return 0
     for name in ("id", "text", "user_id", "agent_id", "run_id"):
         value = getattr(record, name)
-        print(f"{name + ':':<11}{'-' if value is None else value}")
-    print(f"{'metadata:':<11}{json.dumps(record.metadata, ensure_ascii=False)}")
+        print(f"{name + ':':<11}{'-' if value is None else printable(str(value))}")
+    print(f"{'metadata:':<11}{printable(json.dumps(record.metadata, ensure_ascii=False))}")
     print(f"{'created:':<11}{record.created_at.isoformat(timespec='seconds')}")
     print(f"{'updated:':<11}{record.updated_at.isoformat(timespec='seconds')}")
     return 0
@@ -208,5 +209,6 @@ def cmd_history(args: argparse.Namespace, session: Session) -> int:
         return 0
     for event in events:
         text = event.new_text if event.new_text is not None else event.old_text
-        print(f"{event.created_at.isoformat(timespec='seconds')}  {event.event:<6} {text}")
+        print(f"{event.created_at.isoformat(timespec='seconds')}  {event.event:<6} "
+              f"{printable(text or '')}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import time
@@ -87,9 +88,32 @@ def print_json(value: Any) -> None:
     print(json.dumps(jsonable(value), indent=2, ensure_ascii=False))
 
 
+# What a stored text may hold that a terminal would act on instead of showing: C0 and C1
+# control characters (ESC starts escape sequences, 0x9b is an 8-bit CSI), the line and
+# paragraph separators, and the bidirectional controls that reorder what is shown.
+_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                      "\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print to a terminal: each control character (see ``_UNSHOWN``) written
+    as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``). For the human output of stored
+    texts and ids; ``--json`` prints them exactly."""
+
+    def escaped(match: re.Match[str]) -> str:
+        char = match.group()
+        if char in _NAMED:
+            return _NAMED[char]
+        return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+    return _UNSHOWN.sub(escaped, text)
+
+
 def clip(text: str, used: int) -> str:
-    """``text`` on one line; on a terminal, cut to the columns left after ``used``."""
-    text = " ".join(text.split())
+    """``text`` on one line, control characters escaped (:func:`printable`); on a terminal, cut
+    to the columns left after ``used``."""
+    text = printable(" ".join(text.split()))
     if not sys.stdout.isatty():
         return text
     width = max(shutil.get_terminal_size().columns - used, 20)
@@ -104,7 +128,7 @@ def scope_label(record: MemoryRecord | SearchHit) -> str:
                             ("run", record.run_id))
         if value is not None
     ]
-    return ",".join(parts)
+    return printable(",".join(parts))
 
 
 def size(n: int) -> str:
