@@ -13,25 +13,47 @@ One :class:`pgmem.AsyncMemory`, and its connection pool, serves the whole proces
 Transports: stdio (an agent starts the server as a subprocess) and streamable HTTP (one server
 shared by several agents, ``/mcp`` on ``host:port``).
 
+Over HTTP every request needs a bearer token (:class:`BearerTokens`, compared in constant time;
+``401`` with a ``WWW-Authenticate`` header pointing at the OAuth protected resource metadata
+otherwise). A token may pin a scope of its own, so that one server serves many users, each only
+their own. Beyond loopback the Host and Origin headers are checked against ``allowed_hosts``.
+
 Needs the ``mcp`` extra: ``pip install 'pgmem[mcp]'``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
+import json
 import logging
-from collections.abc import Iterator
+import os
+import secrets
+import socket
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 from mcp.server import MCPServer
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
 
+from pgmem import validate
 from pgmem.aio import AsyncMemory
-from pgmem.errors import PgmemError, ScopeError
+from pgmem.errors import ConfigurationError, PgmemError, ScopeError
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, SearchHit, jsonable
 
-__all__ = ["SCOPE_KEYS", "create_server", "serve"]
+__all__ = [
+    "SCOPE_KEYS", "BearerTokens", "Credential", "create_server", "read_token_map", "serve",
+    "stored_token",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +66,128 @@ right with `update`, `delete` and `history`. Every call is scoped by user_id, ag
 run_id."""
 
 
+#: Shortest token accepted: 128 bits of a generated token's 256, in URL-safe base64.
+MIN_TOKEN_LENGTH = 22
+#: The claim of an :class:`AccessToken` that carries the scope its token pins.
+SCOPE_CLAIM = "pgmem_scope"
+TOKEN_FILE = "mcp.token"
+#: Addresses for which the MCP SDK checks Host and Origin itself (loopback names only).
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A bearer token and the scope ids it pins (none: the server's own pins apply)."""
+
+    token: str = field(repr=False)
+    scope: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.token, str) or len(self.token) < MIN_TOKEN_LENGTH:
+            raise ConfigurationError(
+                f"an MCP bearer token must be a string of {MIN_TOKEN_LENGTH} characters or more"
+            )
+        if not self.token.isascii() or not self.token.isprintable() or " " in self.token:
+            raise ConfigurationError("an MCP bearer token must be printable ASCII, no spaces")
+        unknown = set(self.scope) - set(SCOPE_KEYS)
+        if unknown:
+            raise ConfigurationError(
+                f"a token's scope holds only {', '.join(SCOPE_KEYS)}, got {sorted(unknown)}"
+            )
+        validate.within(*(self.scope.get(key) for key in SCOPE_KEYS))
+
+
+class BearerTokens:
+    """The MCP SDK's ``TokenVerifier`` over a fixed set of :class:`Credential`: a token is
+    compared with every one, in constant time (``hmac.compare_digest``), so neither which one
+    matched nor how much of it did shows in the time taken. The access token it returns names
+    the credential (``client_id``: an HTTP session stays with the credential that opened it)
+    and carries its pinned scope."""
+
+    def __init__(self, credentials: list[Credential]) -> None:
+        if not credentials:
+            raise ConfigurationError("the MCP HTTP server needs at least one bearer token")
+        tokens = [c.token for c in credentials]
+        if len(set(tokens)) != len(tokens):
+            raise ConfigurationError("two MCP credentials have the same token")
+        self._credentials = [(c.token.encode(), dict(c.scope)) for c in credentials]
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The access token for ``token``, or None when no credential has it."""
+        presented = token.encode("utf-8", "surrogateescape")
+        found: int | None = None
+        for n, (expected, _) in enumerate(self._credentials):
+            if hmac.compare_digest(presented, expected) and found is None:
+                found = n
+        if found is None:
+            return None
+        return AccessToken(
+            token="", client_id=f"pgmem-credential-{found}", scopes=[],
+            claims={SCOPE_CLAIM: self._credentials[found][1]},
+        )
+
+
+def stored_token(home: Path) -> tuple[str, Path]:
+    """The bearer token kept in ``home/mcp.token`` -- made on first use (256 random bits),
+    readable by its owner only -- and the file's path.
+
+    Raises:
+        ConfigurationError: the file is readable by others, or cannot be read or made.
+    """
+    path = home / TOKEN_FILE
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            mode = stat.S_IMODE(path.stat().st_mode)
+            if mode & 0o077:
+                raise ConfigurationError(
+                    f"{path} is readable by other users (mode {mode:o}): chmod 600 it, or delete "
+                    "it for a new token"
+                ) from None
+            return path.read_text().strip(), path
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+        return path.read_text().strip(), path
+    except OSError as exc:
+        raise ConfigurationError(f"cannot keep the MCP token in {path}: {exc}") from exc
+
+
+def read_token_map(path: Path) -> list[Credential]:
+    """The credentials of a token map file: a JSON object from each token to the scope it pins
+    (``{"<token>": {"user_id": "alice"}, "<token>": {}}``). The file must be readable by its
+    owner only.
+
+    Raises:
+        ConfigurationError: the file is missing, readable by others, or not such a map.
+    """
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise ConfigurationError(
+                f"{path} holds tokens but is readable by other users (mode {mode:o}): chmod 600 it"
+            )
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read the MCP token map {path}: {exc}") from exc
+    if not isinstance(entries, dict) or not all(isinstance(v, dict) for v in entries.values()):
+        raise ConfigurationError(
+            f"{path} must be a JSON object from each token to the scope it pins, e.g. "
+            '{"<token>": {"user_id": "alice"}}'
+        )
+    return [Credential(token, scope) for token, scope in entries.items()]
+
+
+def default_allowed_hosts(host: str) -> list[str]:
+    """The Host header values a server bound to ``host`` (not :data:`LOOPBACK`) accepts by default:
+    that address, this machine's name and fully qualified name, and loopback, any port."""
+    names = {host, socket.gethostname(), socket.getfqdn(), "127.0.0.1", "localhost"}
+    names.discard("0.0.0.0")
+    names.discard("::")
+    return sorted(names)
+
+
 def create_server(
     memory: AsyncMemory,
     *,
@@ -51,21 +195,47 @@ def create_server(
     agent_id: str | None = None,
     run_id: str | None = None,
     name: str = "pgmem",
+    credentials: list[Credential] | None = None,
+    resource_url: str | None = None,
 ) -> MCPServer[Any]:
     """An MCP server whose tools read and write ``memory`` (which the caller owns and closes).
-    ``user_id`` / ``agent_id`` / ``run_id`` pin the scope of every call (see the module)."""
+    ``user_id`` / ``agent_id`` / ``run_id`` pin the scope of every call (see the module).
+
+    ``credentials`` (for HTTP): the bearer tokens it accepts, each with the scope it pins on
+    top of the server's (a token may not pin another value of an id the server pins);
+    ``resource_url`` is the server's URL (``http://host:port/mcp``), which its protected
+    resource metadata and 401 answers name."""
     pinned = {k: v for k, v in zip(SCOPE_KEYS, (user_id, agent_id, run_id)) if v is not None}
-    server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS)
+    auth: dict[str, Any] = {}
+    if credentials is not None:
+        for credential in credentials:
+            clash = {k for k, v in credential.scope.items() if pinned.get(k, v) != v}
+            if clash:
+                raise ConfigurationError(
+                    f"a token pins {sorted(clash)} other than the server does"
+                )
+        url = resource_url or "http://127.0.0.1:8000/mcp"
+        base = url.rsplit("/", 1)[0]
+        auth = {
+            "token_verifier": BearerTokens(credentials),
+            # pgmem issues its tokens itself (no OAuth flow): it names itself the issuer.
+            "auth": AuthSettings(issuer_url=AnyHttpUrl(base), resource_server_url=AnyHttpUrl(url),
+                                 validate_token_resource=False),
+        }
+    server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS, **auth)
 
     def scope(user_id: str | None, agent_id: str | None, run_id: str | None) -> dict[str, Any]:
         given = dict(zip(SCOPE_KEYS, (user_id, agent_id, run_id)))
-        effective = dict(pinned)
+        access = get_access_token()
+        token_pins = (access.claims or {}).get(SCOPE_CLAIM, {}) if access is not None else {}
+        effective = {**pinned, **token_pins}
+        pins = dict(effective)
         for key, value in given.items():
             if value is None:
                 continue
-            if key in pinned and pinned[key] != value:
+            if key in pins and pins[key] != value:
                 raise ToolError(
-                    f"this server serves {key}={pinned[key]!r} only; {key}={value!r} is refused"
+                    f"this server serves {key}={pins[key]!r} only; {key}={value!r} is refused"
                 )
             effective[key] = value
         if not effective:
@@ -190,10 +360,39 @@ def serve(
     user_id: str | None = None,
     agent_id: str | None = None,
     run_id: str | None = None,
+    credentials: list[Credential] | None = None,
+    allowed_hosts: list[str] | None = None,
 ) -> None:
     """Serve ``memory`` over ``transport`` until the client goes away (stdio) or the process
-    is stopped (HTTP), then close it. The models load before the first request is read."""
-    server = create_server(memory, user_id=user_id, agent_id=agent_id, run_id=run_id)
+    is stopped (HTTP), then close it. The models load before the first request is read.
+
+    HTTP needs ``credentials`` (see :func:`create_server`). Bound beyond loopback, requests
+    must name one of ``allowed_hosts`` (default :func:`default_allowed_hosts`) in their Host
+    header, and a browser's Origin must be one of them too.
+
+    Raises:
+        ConfigurationError: HTTP without credentials (nothing is served).
+    """
+    http = transport == "streamable-http"
+    if http and not credentials:
+        raise ConfigurationError(
+            "the MCP HTTP server needs a bearer token: give one (a token, or a token map); "
+            "refusing to serve without one"
+        )
+    server = create_server(
+        memory, user_id=user_id, agent_id=agent_id, run_id=run_id,
+        credentials=credentials if http else None,
+        resource_url=f"http://{_url_host(host)}:{port}/mcp",
+    )
+    security = None
+    if http and host not in LOOPBACK:  # the SDK checks these hosts itself
+        hosts = allowed_hosts or default_allowed_hosts(host)
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[f"{_url_host(h)}:*" for h in hosts],
+            allowed_origins=[f"{scheme}://{_url_host(h)}:*" for h in hosts
+                             for scheme in ("http", "https")],
+        )
 
     async def main() -> None:
         try:
@@ -201,11 +400,18 @@ def serve(
             if transport == "stdio":
                 await server.run_stdio_async()
             else:
-                await server.run_streamable_http_async(host=host, port=port)
+                await server.run_streamable_http_async(
+                    host=host, port=port, transport_security=security
+                )
         finally:
             await memory.close()
 
     anyio.run(main)
+
+
+def _url_host(host: str) -> str:
+    """``host`` as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def _warm_up(memory: AsyncMemory) -> None:

@@ -89,7 +89,8 @@ def test_guarded_calls_by_id_do_not_reach_another_scope(
 
 
 def test_cli_import_and_calls_by_id_stay_in_scope(
-    pgmem_cli: PgmemCli, memory: pgmem.Memory, db_dsn: str, tmp_path: Path
+    pgmem_cli: PgmemCli,  # noqa: F811 - the fixture
+    memory: pgmem.Memory, db_dsn: str, tmp_path: Path,
 ) -> None:
     victim = memory.add(SECRET, user_id="victim")
     before = counts(db_dsn)
@@ -120,15 +121,15 @@ AGENTS = ["a0", "a1", None]
 @pytest.fixture(scope="module")
 def world(
     server_dsn: str, template_database: str, analyzer: pgmem.TextAnalyzer
-) -> Iterator[tuple[str, pgmem.Memory, dict[uuid.UUID, tuple[str, str | None]]]]:
-    """Memories in every (user, agent) scope; their ids and scopes."""
+) -> Iterator[tuple[str, pgmem.Memory]]:
+    """Memories in every (user, agent) scope."""
     with scratch_database(server_dsn, template_database) as dsn, \
             pgmem.Memory(dsn, embedder=HashEmbedder(), nlp=analyzer) as mem:
-        added = mem.add_many([
+        mem.add_many([
             {"text": f"note {n} of {user}/{agent}", "user_id": user, "agent_id": agent}
             for user in USERS for agent in AGENTS for n in range(2)
         ])
-        yield dsn, mem, {r.id: (r.user_id or "", r.agent_id) for r in added}
+        yield dsn, mem
 
 
 def _snapshot(dsn: str) -> list[tuple[Any, ...]]:
@@ -146,10 +147,10 @@ def _snapshot(dsn: str) -> list[tuple[Any, ...]]:
     call=st.sampled_from(["get", "history", "update", "add_many", "delete"]),
 )
 def test_no_call_by_id_returns_or_changes_another_scopes_memory(
-    world: tuple[str, pgmem.Memory, dict[uuid.UUID, tuple[str, str | None]]],
+    world: tuple[str, pgmem.Memory],
     user: str, agent: str | None, pick: int, fresh: bool, call: str,
 ) -> None:
-    dsn, mem, scopes = world
+    dsn, mem = world
     live = {m.id: (m.user_id or "", m.agent_id) for u in USERS + ["nobody"]
             for m in mem.get_all(user_id=u, limit=1000).items}
     ids = sorted(live, key=str)

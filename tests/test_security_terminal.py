@@ -23,7 +23,8 @@ def test_printable_escapes_controls_and_keeps_the_rest() -> None:
 
 
 def test_list_search_get_history_escape_stored_text(
-    pgmem_cli: PgmemCli, memory: pgmem.Memory
+    pgmem_cli: PgmemCli,  # noqa: F811 - the fixture
+    memory: pgmem.Memory,
 ) -> None:
     record = memory.add(HOSTILE, user_id="ana\x1b[8m", metadata={"note": "x\x9by"})
     memory.update(record.id, text=HOSTILE + " again")

@@ -14,8 +14,11 @@ PostgreSQL that died under a living background process is started again on the n
 command's ``ping``; a PostgreSQL left by a killed background process is stopped by the next
 command that starts its own (:mod:`pgmem.embedded`).
 
-The socket is ``multiprocessing.connection``'s, authenticated by a random key in
-``HOME/server.key`` (mode 0600): only the user who started the server can talk to it.
+The socket (mode 0600 from its creation) speaks ``multiprocessing.connection``'s protocol,
+authenticated by a random key in ``HOME/server.key`` (mode 0600): only the user who started the
+server can talk to it. Each client is handled in a thread of its own (:class:`SocketServer`):
+one that fails the handshake, sends garbage or nothing is dropped within
+:data:`HANDSHAKE_TIMEOUT` and never stops the server.
 """
 
 from __future__ import annotations
@@ -28,13 +31,15 @@ import logging
 import os
 import secrets
 import signal
+import socket
+import struct
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +52,10 @@ LOG_FILE = "server.log"
 MODULE = "pgmem.cli.background"
 # A Unix socket path holds at most 107 bytes on Linux.
 _MAX_SOCKET_PATH = 100
+#: Seconds a client has to pass the handshake, each read or write of it.
+HANDSHAKE_TIMEOUT = 5.0
+#: Clients in their handshake at once; more are closed at once (a flood cannot pile up threads).
+MAX_HANDSHAKES = 64
 
 logger = logging.getLogger(__name__)
 
@@ -205,6 +214,75 @@ def remote_analyzer(client: ServerClient) -> Any:
 # -- the background process ------------------------------------------------------------------
 
 
+def _socket_timeouts(conn: Connection, seconds: float) -> None:
+    """Bound each blocking read and write on ``conn``'s socket (0: no bound)."""
+    value = struct.pack("ll", int(seconds), int(seconds % 1 * 1_000_000))
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:  # options are the socket's
+        for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+            sock.setsockopt(socket.SOL_SOCKET, option, value)
+
+
+class SocketServer:
+    """The background server's Unix socket: made with mode 0600, each client handled in a
+    thread of its own by ``serve(conn)`` once it has passed ``multiprocessing.connection``'s
+    challenge with ``key`` (both ways, as ``Listener`` does). A client that fails it -- a wrong
+    key, garbage, silence (:data:`HANDSHAKE_TIMEOUT`) -- is closed; nothing a client does
+    stops :meth:`run`, only :meth:`stop`."""
+
+    def __init__(self, path: Path, key: bytes, serve: Callable[[Connection], None]) -> None:
+        self.path = path
+        self._key = key
+        self._serve = serve
+        self._slots = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self._stopping = threading.Event()
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path.unlink(missing_ok=True)
+        umask = os.umask(0o177)  # 0600 from the start: no moment another user may connect
+        try:
+            self._sock.bind(str(path))
+        finally:
+            os.umask(umask)
+        self._sock.listen(MAX_HANDSHAKES)
+        self._sock.settimeout(0.5)  # how soon run() sees stop()
+
+    def run(self) -> None:
+        """Accept clients until :meth:`stop`."""
+        with self._sock:
+            while not self._stopping.is_set():
+                try:
+                    client, _ = self._sock.accept()
+                except TimeoutError:
+                    continue
+                except OSError:  # out of descriptors, or closed by stop()
+                    time.sleep(0.05)
+                    continue
+                if not self._slots.acquire(blocking=False):
+                    client.close()
+                    continue
+                client.setblocking(True)
+                threading.Thread(target=self._client, args=(client,), daemon=True).start()
+
+    def stop(self) -> None:
+        """Make :meth:`run` return (within half a second)."""
+        self._stopping.set()
+
+    def _client(self, client: socket.socket) -> None:
+        try:
+            conn = Connection(client.detach())
+            try:
+                _socket_timeouts(conn, HANDSHAKE_TIMEOUT)
+                deliver_challenge(conn, self._key)
+                answer_challenge(conn, self._key)
+                _socket_timeouts(conn, 0)  # a command may stay idle between calls
+            except Exception as exc:  # noqa: BLE001 - any failed handshake only drops it
+                logger.debug("pgmem server: a client failed the handshake: %r", exc)
+                conn.close()
+                return
+        finally:
+            self._slots.release()
+        self._serve(conn)
+
+
 def _failed(op: str, exc: Exception) -> str:
     """A request's unexpected failure: logged here, reported to the command."""
     logger.exception("pgmem server: %s failed", op)
@@ -222,7 +300,6 @@ class _Background:
         self.embedder, self.analyzer = load_models()
         self.models_lock = threading.Lock()
         self.server_lock = threading.Lock()
-        self.stopping = threading.Event()
 
     def run(self) -> None:
         dsn = self.server.start()
@@ -235,9 +312,7 @@ class _Background:
         with os.fdopen(fd, "wb") as handle:
             handle.write(key)
         sock = socket_path(self.home)
-        sock.unlink(missing_ok=True)
-        listener = Listener(str(sock), family="AF_UNIX", authkey=key)
-        sock.chmod(0o600)
+        listener = SocketServer(sock, key, self._serve)
         state = ServerState(
             pid=os.getpid(), dsn=dsn, schema=self.schema, home=str(self.home),
             socket=str(sock), started_at=time.time(),
@@ -246,30 +321,20 @@ class _Background:
         temporary.write_text(json.dumps(asdict(state)))
         temporary.replace(state_file(self.home))  # readers never see half a file
         logger.info("pgmem server ready (pid %d): %s", state.pid, dsn)
-        signal.signal(signal.SIGTERM, lambda *_: self._stop(listener))
-        signal.signal(signal.SIGINT, lambda *_: self._stop(listener))
+        signal.signal(signal.SIGTERM, lambda *_: listener.stop())
+        signal.signal(signal.SIGINT, lambda *_: listener.stop())
         try:
-            while not self.stopping.is_set():
-                try:
-                    conn = listener.accept()
-                except (OSError, EOFError):  # closed by _stop, or a client failed the key
-                    continue
-                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            listener.run()
         finally:
             _remove_state(self.home, state)
             self.server.stop()
-
-    def _stop(self, listener: Listener) -> None:
-        self.stopping.set()
-        with contextlib.suppress(OSError):
-            listener.close()
 
     def _serve(self, conn: Connection) -> None:
         with conn:
             while True:
                 try:
                     op, arguments = conn.recv()
-                except (EOFError, OSError):
+                except Exception:  # noqa: BLE001 - gone, or not a request: drop the client
                     return
                 # the command raises a PgmemError again, by class name
                 reply = answer(
