@@ -16,7 +16,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pgmem import operations, validate
-from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, AsyncConnector, AsyncSource, retryable
+from pgmem.connection import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LOCK_TIMEOUT,
+    AsyncConnector,
+    AsyncSource,
+    retryable,
+)
 from pgmem.errors import ConnectionLostError, wrap_db_errors
 from pgmem.languages import Analyzers
 from pgmem.migrate import DEFAULT_SCHEMA
@@ -101,6 +107,7 @@ class AsyncMemory(operations.Configured):
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         ts_config: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
         self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
@@ -108,7 +115,7 @@ class AsyncMemory(operations.Configured):
             scoring_name=scoring,
         )
         self._connector = AsyncConnector(
-            db, max_size=pool_max_size, connect_timeout=connect_timeout
+            db, max_size=pool_max_size, connect_timeout=connect_timeout, lock_timeout=lock_timeout
         )
 
     # -- lifecycle -------------------------------------------------------------------------

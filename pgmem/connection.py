@@ -71,6 +71,18 @@ BATCH_RELEASE = "RELEASE SAVEPOINT pgmem_batch"
 BATCH_ROLLBACK = ("ROLLBACK TO SAVEPOINT pgmem_batch", BATCH_RELEASE)
 _RETRYABLE = "pgmem_retryable"
 DEFAULT_CONNECT_TIMEOUT = 10.0  # seconds to connect and fill the pool's minimum
+# Seconds a statement on pgmem's own connections waits for a lock before LockTimeoutError:
+# set on each new connection of the pool, unless the server, role or DSN already sets one.
+DEFAULT_LOCK_TIMEOUT = 5.0
+LOCK_TIMEOUT_QUERY = (
+    "SELECT set_config('lock_timeout', %s, false) WHERE current_setting('lock_timeout') = '0'"
+)
+
+
+def _lock_timeout_ms(seconds: float) -> str:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ConfigurationError(f"lock_timeout must be a positive number of seconds, got {seconds!r}")
+    return f"{max(1, round(seconds * 1000))}ms"
 
 
 def _connect_kwargs(conninfo: str, connect_timeout: float) -> dict[str, Any]:
@@ -269,7 +281,9 @@ class Connector:
         min_size: int = 1,
         max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
+        self._lock_timeout = _lock_timeout_ms(lock_timeout)
         self._owned_pool: ConnectionPool | None = None
         self._pool: ConnectionPool | None = None
         self._connection: psycopg.Connection | None = None
@@ -313,6 +327,8 @@ class Connector:
         # pgmem's own transactions are READ COMMITTED whatever the server's default: duplicate
         # detection needs each statement's fresh snapshot (see pgmem.errors.IsolationError).
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        with wrap_db_errors():
+            conn.execute(LOCK_TIMEOUT_QUERY, (self._lock_timeout,))
         self._capabilities[conn] = prepare_connection(conn)
 
     def _new_pool(self) -> ConnectionPool:
@@ -484,7 +500,9 @@ class AsyncConnector:
         min_size: int = 1,
         max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
+        self._lock_timeout = _lock_timeout_ms(lock_timeout)
         self._owned_pool: AsyncConnectionPool | None = None
         self._pool: AsyncConnectionPool | None = None
         self._connection: psycopg.AsyncConnection | None = None
@@ -513,6 +531,8 @@ class AsyncConnector:
 
     async def _configure(self, conn: psycopg.AsyncConnection) -> None:
         await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+        with wrap_db_errors():
+            await conn.execute(LOCK_TIMEOUT_QUERY, (self._lock_timeout,))
         self._capabilities[conn] = await prepare_connection_async(conn)
 
     def _new_pool(self) -> AsyncConnectionPool:

@@ -83,6 +83,11 @@ class QueryTimeoutError(DatabaseError):
     than lock_timeout) and was cancelled."""
 
 
+class LockTimeoutError(QueryTimeoutError):
+    """A statement waited for a lock longer than lock_timeout (another transaction holds it)
+    and was cancelled: the call's transaction wrote nothing, and the call may be retried."""
+
+
 class MissingSchemaError(DatabaseError, SchemaError):
     """A statement met no table (or schema) where pgmem's schema should be: the database is not
     migrated, is older than this pgmem, or the schema name is not the one migrated."""
@@ -104,7 +109,7 @@ def translate(exc: psycopg.Error) -> DatabaseError:
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return QueryTimeoutError(f"statement cancelled: {exc}")
     if isinstance(exc, psycopg.errors.LockNotAvailable):
-        return QueryTimeoutError(f"lock not available: {exc}")
+        return LockTimeoutError(f"lock not available: {server_message(exc)}")
     if _connection_lost(exc):
         return ConnectionLostError(f"connection to PostgreSQL failed: {exc}")
     if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName)):

@@ -14,7 +14,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pgmem import operations, validate
-from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, Connector, Source, retryable
+from pgmem.connection import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LOCK_TIMEOUT,
+    Connector,
+    Source,
+    retryable,
+)
 from pgmem.errors import ConnectionLostError, wrap_db_errors
 from pgmem.languages import Analyzers
 from pgmem.migrate import DEFAULT_SCHEMA
@@ -101,6 +107,10 @@ class Memory(operations.Configured):
     ``max_text_length``: the longest text or query accepted, in characters.
     ``connect_timeout``: seconds pgmem's own pool may take to connect before a call raises
     :class:`~pgmem.errors.ConnectionLostError` naming the reason.
+    ``lock_timeout``: seconds a statement on pgmem's own pool waits for a lock (another
+    transaction's) before the call raises :class:`~pgmem.errors.LockTimeoutError`, which writes
+    nothing and may be retried -- unless the server, role or DSN sets ``lock_timeout`` itself. A
+    connection or pool the caller passes keeps its own settings.
     ``ts_config``: the PostgreSQL text search configuration of the keyword lexemes -- ``english``
     (default; else ``PGMEM_TS_CONFIG``), ``simple``, ``german``, ``french``... -- which ``add``,
     ``update`` and ``search`` take per call too (see :mod:`pgmem.languages`). A spaCy model
@@ -124,13 +134,16 @@ class Memory(operations.Configured):
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         ts_config: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
         self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
             keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
             scoring_name=scoring,
         )
-        self._connector = Connector(db, max_size=pool_max_size, connect_timeout=connect_timeout)
+        self._connector = Connector(
+            db, max_size=pool_max_size, connect_timeout=connect_timeout, lock_timeout=lock_timeout
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -248,7 +248,10 @@ def vector_guard_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
         ModelMismatchError: the schema holds another model's vectors now.
     """
     expected, name = vectors_of
-    yield store.lock_embedding_models()  # see the statement: waits for a switch in progress
+    # Reading embedding_models takes its ACCESS SHARE lock until the transaction ends: a
+    # re-embedding's switch (which locks the table exclusively) waits for this write, or this
+    # read waits for the switch and sees the model it recorded. (No advisory lock: any role
+    # could take one, and hold every tenant's writes.)
     if expected.model is None:
         yield store.claim_embedding_model(name)
     space = space_of_rows((yield from result_of(store.embedding_models())))

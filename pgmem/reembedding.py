@@ -423,7 +423,6 @@ class _Run:
             try:
                 with self.conn.transaction():
                     self.set_lock_timeout()
-                    self.execute("reembed_lock_writers", {"schema": self.schema})
                     self.execute("reembed_lock_tables")
                     left = {
                         table: self.todo(table, _NO_ROW, self.batch_size + 1) for table in _TABLES

@@ -273,11 +273,6 @@ class Store:
         re-embedding."""
         return self._statement("embedding_models", {}, "all", _rows)
 
-    def lock_embedding_models(self) -> Statement[None]:
-        """The shared lock of a vector write against a re-embedding's switch (held until the
-        transaction ends). Fetches nothing: in pipeline mode it travels with the next."""
-        return self._statement("lock_embedding_models", {"schema": self.schema}, "nothing", _nothing)
-
     def claim_embedding_model(self, model: str) -> Statement[None]:
         """Record ``model`` as the schema's if none is recorded."""
         return self._statement("claim_embedding_model", {"model": model}, "nothing", _nothing)

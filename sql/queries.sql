@@ -354,17 +354,26 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metada
 --   index to lean on, so adds of one text to one scope are serialised;
 -- * per entity name of the batch (see lock_linked_entities): every writer of entity rows takes
 --   these first, so that no writer waits for an entity row while holding another.
+-- Every key holds the tenant's secret salt (tenant_secrets; NULL without a row), so that a role
+-- that cannot read it cannot take, and so hold, another tenant's locks.
+WITH salt AS MATERIALIZED (
+    SELECT (SELECT s.lock_salt FROM {schema}.tenant_secrets s
+             WHERE s.tenant = %(tenant)s::text) AS salt
+)
 SELECT pg_advisory_xact_lock(k.class, k.key)
   FROM (SELECT DISTINCT 1 AS rank, hashtext('pgmem.content') AS class,
-                        hashtext(jsonb_build_array(%(tenant)s::text, i.user_id, i.agent_id,
-                                                   i.run_id, i.content_hash)::text) AS key
+                        hashtext(jsonb_build_array(%(tenant)s::text, x.salt, i.user_id,
+                                                   i.agent_id, i.run_id, i.content_hash)::text)
+                            AS key
           FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
                       %(content_hashes)s::text[]) AS i(user_id, agent_id, run_id, content_hash)
+         CROSS JOIN salt x
          WHERE %(dedupe)s::boolean
         UNION
         SELECT DISTINCT 2, hashtext('pgmem.entity'),
-                        hashtext(jsonb_build_array(%(tenant)s::text, n.name)::text)
+                        hashtext(jsonb_build_array(%(tenant)s::text, x.salt, n.name)::text)
           FROM unnest(%(entity_names)s::text[]) AS n(name)
+         CROSS JOIN salt x
        ) k
  ORDER BY k.rank, k.key
 
@@ -562,7 +571,8 @@ SELECT m.id
 -- name: lock_linked_entities
 -- The entity-name locks of an update or delete: the names of the entities linked to memories
 -- `ids`, and the new text's `entity_names` (empty for a delete). One transaction-scoped
--- advisory lock per (tenant, name), the same lock lock_contents takes for an add, all taken in
+-- advisory lock per (tenant, name) -- keyed with the tenant's salt --, the same lock
+-- lock_contents takes for an add, all taken in
 -- one pass in key order. Row locks taken in two steps (the old entities here, the new ones
 -- during the change) let an add holding a new entity wait for an old one: a deadlock.
 -- Sent before the change as a statement of its own, because deleting an entity once no link is
@@ -570,7 +580,11 @@ SELECT m.id
 -- for the change to commit (and then re-creates the entity if it was deleted), and the change's
 -- snapshot sees every link committed before the locks.
 SELECT pg_advisory_xact_lock(hashtext('pgmem.entity'), k.key)
-  FROM (SELECT DISTINCT hashtext(jsonb_build_array(%(tenant)s::text, n.name)::text) AS key
+  FROM (SELECT DISTINCT hashtext(jsonb_build_array(
+                            %(tenant)s::text,
+                            (SELECT s.lock_salt FROM {schema}.tenant_secrets s
+                              WHERE s.tenant = %(tenant)s::text),
+                            n.name)::text) AS key
           FROM (SELECT e.name
                   FROM {schema}.entities e
                  WHERE e.tenant = %(tenant)s
@@ -717,13 +731,6 @@ SELECT to_regclass(%(memories_table)s) IS NOT NULL AS memories,
 -- name: embedding_models
 -- The model of the stored vectors (role 'current') and of a re-embedding in progress ('next').
 SELECT e.role, e.model, e.dim, e.storage FROM {schema}.embedding_models e
-
--- name: lock_embedding_models
--- Taken (shared) by every write that stores vectors, before it reads embedding_models in a
--- statement of its own: a re-embedding's switch takes it exclusively, so a write either
--- commits before the switch or reads the model the switch recorded -- never writes the old
--- model's vectors into the new column.
-SELECT pg_advisory_xact_lock_shared(hashtext('pgmem.embedding_model'), hashtext(%(schema)s))
 
 -- name: claim_embedding_model
 -- The first write into a schema whose model is not on record records its embedder's -- unless

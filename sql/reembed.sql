@@ -136,12 +136,10 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS entities_reembed_todo_idx
 CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_embedding_next_idx
     ON {schema}.memories USING hnsw (embedding_next {cosine_ops})
 
--- name: reembed_lock_writers
--- Step 5: wait for pgmem's writes in flight (they hold lock_embedding_models shared) and keep
--- new ones waiting; they then read the new model and refuse to write the old one's vectors.
-SELECT pg_advisory_xact_lock(hashtext('pgmem.embedding_model'), hashtext(%(schema)s))
-
 -- name: reembed_lock_tables
+-- Step 5: waits for pgmem's writes in flight -- each has read embedding_models in its
+-- transaction, and holds that table's ACCESS SHARE lock until it commits -- and keeps new ones
+-- waiting; they then read the new model and refuse to write the old one's vectors.
 LOCK TABLE {schema}.embedding_models, {schema}.memories, {schema}.entities
     IN ACCESS EXCLUSIVE MODE
 

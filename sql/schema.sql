@@ -113,3 +113,13 @@ CREATE TABLE pgmem.embedding_models (
     CONSTRAINT embedding_models_storage_check CHECK (storage IN ('vector', 'halfvec'))
 );
 INSERT INTO pgmem.embedding_models (role, dim, storage) VALUES ('current', 384, 'vector');
+
+-- A random salt per tenant in the keys of pgmem's advisory locks (sql/queries.sql,
+-- lock_contents and lock_linked_entities), so that a tenant role that cannot read another
+-- tenant's row (row-level security, docs/security.md) cannot take that tenant's locks. A tenant
+-- without a row uses none. Written by the owner role (`pgmem grant-tenant`).
+CREATE TABLE pgmem.tenant_secrets (
+    tenant     text NOT NULL,
+    lock_salt  text NOT NULL DEFAULT (gen_random_uuid()::text || gen_random_uuid()::text),
+    CONSTRAINT tenant_secrets_pkey PRIMARY KEY (tenant)
+);

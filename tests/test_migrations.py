@@ -157,7 +157,7 @@ def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
         host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
         ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
     assert host == [("host_app_42",)]
-    assert ours == [("0005",)]
+    assert ours == [("0007",)]
 
 
 # A memory of ~1,300 characters: with its 384-dimensional vector a row of ~3.5 kB, past the
@@ -191,8 +191,13 @@ def test_a_long_memory_stays_in_its_row(
             assert row is not None and row[0] > 3000 and row[1] == 0
             assert out_of_line_chunks(conn) == 0
         pgmem.downgrade(db_dsn, "0004")  # before 0005, such a row went out of line
-        memory.add(LONG_TEXT + " Again.", user_id="u1")
-        with psycopg.connect(db_dsn) as conn:
+        with psycopg.connect(db_dsn) as conn:  # (pgmem itself writes to the newest schema)
+            conn.execute(
+                "INSERT INTO pgmem.memories (tenant, user_id, text, content_hash, metadata,"
+                " embedding, lexemes, lexeme_count, ts_config)"
+                " SELECT tenant, user_id, text || ' Again.', content_hash || '2', metadata,"
+                " embedding, lexemes, lexeme_count, ts_config FROM pgmem.memories"
+            )
             assert out_of_line_chunks(conn) > 0
         pgmem.migrate(db_dsn)
         hits = memory.search("sparrows by the mill", user_id="u1")  # out of line or not
@@ -257,7 +262,7 @@ def test_another_schema_name(empty_db_dsn: str) -> None:
         found = conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = 'agent_memory'"
         ).fetchone()
-    assert found == (6,)
+    assert found == (7,)
     with pytest.raises(ConfigurationError, match="schema must be"):
         pgmem.migrate(empty_db_dsn, schema='x"; DROP TABLE y; --')
 
@@ -269,7 +274,7 @@ def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
     current = subprocess.run(
         [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
     )
-    assert "0005 (head)" in current.stdout
+    assert "0007 (head)" in current.stdout
     assert {"memories", "history"} <= tables(empty_db_dsn)
 
 

@@ -190,3 +190,25 @@ def test_no_call_by_id_returns_or_changes_another_scopes_memory(
     if call == "add_many" and found and not found[0].duplicate:
         assert memory_id not in live
         mem.delete(memory_id)  # keep the world as it was
+
+
+def test_compat_mem0_calls_by_id_take_the_scope_as_a_guard(
+    memory: pgmem.Memory, db_dsn: str
+) -> None:
+    from pgmem.compat.mem0 import Memory as Mem0Memory
+    from pgmem.compat.mem0 import MemoryNotFoundError
+
+    victim = memory.add(SECRET, user_id="victim")
+    mem0 = Mem0Memory(memory=memory)
+    before = counts(db_dsn)
+    assert mem0.get(str(victim.id), user_id="att") is None
+    assert mem0.history(str(victim.id), user_id="att") == []
+    with pytest.raises(MemoryNotFoundError):
+        mem0.update(str(victim.id), text="overwritten", user_id="att")
+    with pytest.raises(MemoryNotFoundError):
+        mem0.update(str(victim.id), metadata={"owned": True}, user_id="att")
+    with pytest.raises(MemoryNotFoundError):
+        mem0.delete(str(victim.id), user_id="att")
+    assert counts(db_dsn) == before
+    found = mem0.get(str(victim.id), user_id="victim")
+    assert found is not None and found["memory"] == SECRET

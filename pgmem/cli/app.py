@@ -7,7 +7,18 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from pgmem.cli import demo, doctor, importing, mcp, memories, reembed, schema, server, stats
+from pgmem.cli import (
+    demo,
+    doctor,
+    importing,
+    mcp,
+    memories,
+    reembed,
+    schema,
+    server,
+    stats,
+    tenants,
+)
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
 from pgmem.errors import PgmemError
@@ -25,6 +36,7 @@ GROUPS: tuple[Callable[[Commands], None], ...] = (
     demo.register,
     server.register,
     mcp.register,
+    tenants.register,
 )
 
 

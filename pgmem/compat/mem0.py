@@ -300,10 +300,15 @@ class Memory:
         metadata: Mapping[str, Any] | None = None,
         expiration_date: Any = _UNSET,
         data: str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> dict[str, str]:
         """Change a memory's text (``data`` is Mem0's older name for it) and merge ``metadata``
         into its metadata (``user_id``, ``agent_id``, ``run_id`` and ``actor_id`` cannot
-        change); ``expiration_date=None`` clears the expiry.
+        change); ``expiration_date=None`` clears the expiry. The scope ids (pgmem's, not
+        Mem0's) guard it: given, only a memory of that scope is changed (see :meth:`get`).
 
         Returns ``{"message": "Memory updated successfully!"}``.
 
@@ -311,6 +316,7 @@ class Memory:
             InvalidInputError: nothing to change, a malformed id or a bad value.
             MemoryNotFoundError: no memory has the id.
         """
+        guard = _scope_args(user_id, agent_id, run_id, required=False)
         if text is None:
             text = data
         if text is None and metadata is None and expiration_date is _UNSET:
@@ -323,7 +329,7 @@ class Memory:
                 raise InvalidInputError(
                     f"metadata must be a dict, got {type(metadata).__name__}"
                 )
-            stored = self._get_record(memory_id)
+            stored = self._get_record(memory_id, guard)
             new_metadata = dict(stored.metadata)
             for key, value in (metadata or {}).items():
                 if key in IDENTITY_KEYS:
@@ -339,20 +345,30 @@ class Memory:
                 else:
                     new_metadata["expiration_date"] = expiry
         try:
-            self._memory.update(memory_id, text=text, metadata=new_metadata)
+            self._memory.update(memory_id, text=text, metadata=new_metadata, **guard)
         except NotFoundError as exc:
             raise MemoryNotFoundError(str(exc)) from exc
         return {"message": "Memory updated successfully!"}
 
-    def delete(self, memory_id: str) -> dict[str, str]:
-        """Delete a memory. Returns ``{"message": "Memory deleted successfully!"}``.
+    def delete(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, str]:
+        """Delete a memory (given scope ids, only one of that scope: see :meth:`get`). Returns
+        ``{"message": "Memory deleted successfully!"}``.
 
         Raises:
             InvalidInputError: a malformed id.
             MemoryNotFoundError: no memory has the id.
         """
         try:
-            self._memory.delete(memory_id)
+            self._memory.delete(
+                memory_id, **_scope_args(user_id, agent_id, run_id, required=False)
+            )
         except NotFoundError as exc:
             raise MemoryNotFoundError(str(exc)) from exc
         return {"message": "Memory deleted successfully!"}
@@ -396,14 +412,25 @@ class Memory:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def get(self, memory_id: str) -> dict[str, Any] | None:
-        """The memory with this id, shaped as Mem0's (``"score": None``), or None.
+    def get(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any] | None:
+        """The memory with this id, shaped as Mem0's (``"score": None``), or None. Mem0's call
+        takes no scope and reaches any memory of the collection; pgmem's scope ids guard it:
+        given, a memory of another scope is None (pass them when the id comes from outside).
 
         Raises:
             InvalidInputError: a malformed id.
         """
         try:
-            record = self._memory.get(memory_id)
+            record = self._memory.get(
+                memory_id, **_scope_args(user_id, agent_id, run_id, required=False)
+            )
         except NotFoundError:
             return None
         return result_item(record, score=None)
@@ -493,13 +520,23 @@ class Memory:
             results.append(item)
         return {"results": results}
 
-    def history(self, memory_id: str) -> list[dict[str, Any]]:
+    def history(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[dict[str, Any]]:
         """A memory's changes, oldest first, shaped as Mem0's history rows (``id``,
         ``memory_id``, ``old_memory``, ``new_memory``, ``event``, ``created_at`` -- when the
         memory was made --, ``updated_at`` -- when the event happened --, ``is_deleted``,
-        ``actor_id``, ``role``); ``[]`` for an id that never existed."""
+        ``actor_id``, ``role``); ``[]`` for an id that never existed (given scope ids: that is
+        not a memory of that scope, see :meth:`get`)."""
         try:
-            events = self._memory.history(memory_id)
+            events = self._memory.history(
+                memory_id, **_scope_args(user_id, agent_id, run_id, required=False)
+            )
         except (NotFoundError, InvalidInputError):
             return []
         try:
@@ -523,9 +560,9 @@ class Memory:
             for n, event in enumerate(events)
         ]
 
-    def _get_record(self, memory_id: str) -> MemoryRecord:
+    def _get_record(self, memory_id: str, guard: Mapping[str, str]) -> MemoryRecord:
         try:
-            return self._memory.get(memory_id)
+            return self._memory.get(memory_id, **guard)
         except NotFoundError as exc:
             raise MemoryNotFoundError(str(exc)) from exc
 

@@ -1,0 +1,54 @@
+-- A tenant role: a login role that reads and writes one tenant of pgmem's schema, and cannot
+-- read, change, block or slow another tenant's memories (docs/security.md). `pgmem grant-tenant
+-- ROLE` runs these blocks as the schema's owner, in order, in one transaction (`--sql` prints
+-- them). {schema} is pgmem's schema, {role} the role; the tenant is the role's name (the
+-- policies compare `tenant` with `current_user`): connect as ROLE with Memory(tenant="ROLE").
+
+-- name: policies
+-- Row-level security on every table with a tenant: a role sees and writes only the rows of the
+-- tenant named as itself. The owner of the tables bypasses the policies (pgmem migrate and
+-- reembed run as the owner). Idempotent.
+ALTER TABLE {schema}.memories ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.entities ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.memory_entities ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.history ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.tenant_secrets ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS pgmem_tenant ON {schema}.memories;
+DROP POLICY IF EXISTS pgmem_tenant ON {schema}.entities;
+DROP POLICY IF EXISTS pgmem_tenant ON {schema}.memory_entities;
+DROP POLICY IF EXISTS pgmem_tenant ON {schema}.history;
+DROP POLICY IF EXISTS pgmem_tenant ON {schema}.tenant_secrets;
+CREATE POLICY pgmem_tenant ON {schema}.memories
+    USING (tenant = current_user) WITH CHECK (tenant = current_user);
+CREATE POLICY pgmem_tenant ON {schema}.entities
+    USING (tenant = current_user) WITH CHECK (tenant = current_user);
+CREATE POLICY pgmem_tenant ON {schema}.memory_entities
+    USING (tenant = current_user) WITH CHECK (tenant = current_user);
+CREATE POLICY pgmem_tenant ON {schema}.history
+    USING (tenant = current_user) WITH CHECK (tenant = current_user);
+CREATE POLICY pgmem_tenant ON {schema}.tenant_secrets
+    USING (tenant = current_user) WITH CHECK (false);
+
+-- name: grants
+-- What pgmem's calls need, and no more: the four tables of memories; embedding_models and the
+-- tenant's own lock salt read only (the model on record is written by the owner: a tenant
+-- role that could rename it would stop every tenant's calls).
+GRANT USAGE ON SCHEMA {schema} TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE
+    ON {schema}.memories, {schema}.entities, {schema}.memory_entities, {schema}.history
+    TO {role};
+REVOKE ALL ON {schema}.embedding_models, {schema}.tenant_secrets FROM {role};
+GRANT SELECT ON {schema}.embedding_models, {schema}.tenant_secrets TO {role};
+
+-- name: lock_salt
+-- The tenant's secret lock salt (see tenant_secrets in sql/schema.sql): another tenant role
+-- cannot read it, so it cannot take this tenant's advisory locks.
+INSERT INTO {schema}.tenant_secrets (tenant) VALUES (%(tenant)s) ON CONFLICT DO NOTHING;
+
+-- name: record_model
+-- The embedding model on record, written by the owner if none is (a tenant role cannot).
+UPDATE {schema}.embedding_models SET model = %(model)s, updated_at = now()
+ WHERE role = 'current' AND model IS NULL;
+
+-- name: model_on_record
+SELECT model FROM {schema}.embedding_models WHERE role = 'current';
