@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -25,6 +24,7 @@ if not os.environ.get("CI"):  # CI installs the mcp extra: there, a missing SDK 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from test_mcp_server import call, fails
 
 import pgmem
 from pgmem import mcp_server
@@ -77,19 +77,6 @@ def client(url: str, token: str | None) -> Client:
     return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)))
 
 
-async def call(c: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await c.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-async def refused(c: Client, tool: str, **arguments: Any) -> str:
-    result = await c.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    return " ".join(getattr(block, "text", "") for block in result.content)
-
-
 def test_http_needs_the_token_and_a_pinned_token_reads_only_its_scope(http_server: str) -> None:
     url = http_server
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -125,13 +112,13 @@ def test_http_needs_the_token_and_a_pinned_token_reads_only_its_scope(http_serve
                 assert secret["user_id"] == "alice"
                 mine = await call(bob, "add", text="Bob parks on level 3")
                 assert mine["user_id"] == "bob"
-                assert "serves user_id='bob' only" in await refused(
+                assert "serves user_id='bob' only" in await fails(
                     bob, "list", user_id="alice")
-                assert "serves user_id='bob' only" in await refused(
+                assert "serves user_id='bob' only" in await fails(
                     bob, "search", query="locker code", user_id="alice")
                 for tool in ("get", "history", "delete"):
-                    assert "no memory" in await refused(bob, tool, memory_id=secret["id"])
-                assert "no memory" in await refused(
+                    assert "no memory" in await fails(bob, tool, memory_id=secret["id"])
+                assert "no memory" in await fails(
                     bob, "update", memory_id=secret["id"], text="overwritten")
                 hits = await call(bob, "search", query="Alice's locker code")
                 assert [h["id"] for h in hits["results"]] == [mine["id"]]
