@@ -173,3 +173,25 @@ def test_tokens_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -
     assert found is not None and found.claims == {"pgmem_scope": {}}
     assert anyio.run(verifier.verify_token, "nope") is None
     assert len(calls) == 4  # both credentials, for both tokens
+
+
+def test_the_cli_makes_and_keeps_a_token_in_pgmems_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from pgmem.cli import mcp as mcp_command
+
+    monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(mcp_command.TOKEN_ENV, raising=False)
+    args = argparse.Namespace(token=None, tokens=None)
+    (first,) = mcp_command._credentials(args, mcp_server)
+    path = tmp_path / "home" / mcp_server.TOKEN_FILE
+    assert path.stat().st_mode & 0o777 == 0o600 and path.read_text().strip() == first.token
+    err = capsys.readouterr().err
+    assert str(path) in err and first.token not in err
+    (again,) = mcp_command._credentials(args, mcp_server)
+    assert again.token == first.token  # kept across starts
+    monkeypatch.setenv(mcp_command.TOKEN_ENV, ALICE)
+    (from_env,) = mcp_command._credentials(args, mcp_server)
+    assert from_env.token == ALICE and ALICE not in capsys.readouterr().err
