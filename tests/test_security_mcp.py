@@ -90,6 +90,15 @@ def test_http_needs_the_token_and_a_pinned_token_reads_only_its_scope(http_serve
         challenge = response.headers["www-authenticate"]
         assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
         assert "resource_metadata=" in challenge
+    # a session stays with the credential that opened it
+    opened = httpx2.post(url, json=initialize, headers={**headers, "Authorization": f"Bearer {ALICE}"})
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    hijack = httpx2.post(url, json=listing, headers={
+        **headers, "Authorization": f"Bearer {BOB}", "Mcp-Session-Id": session,
+        "MCP-Protocol-Version": "2025-06-18"})
+    assert hijack.status_code == 404
     metadata = httpx2.get(url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp"))
     assert metadata.status_code == 200 and metadata.json()["resource"].endswith("/mcp")
     # bound beyond loopback: the Host and Origin checks stay on
