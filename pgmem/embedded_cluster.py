@@ -122,20 +122,20 @@ def server_user() -> OsUser:
 
 def run(user: OsUser, tool: Path, args: list[str], *, stdin: str | None = None) -> str:
     """Run a PostgreSQL program as ``user``; its output. DatabaseError names what it said."""
-    switch = (
-        {"user": user.uid, "group": user.gid, "extra_groups": []} if user.switch else {}
-    )
+    uid, gid = (user.uid, user.gid) if user.switch else (None, None)
+    groups: list[int] | None = [] if user.switch else None  # [] drops root's groups
     try:
         done = subprocess.run(
             [str(tool), *args], input=stdin, capture_output=True, text=True, check=False,
-            cwd="/", timeout=_TIMEOUT, **switch,  # type: ignore[arg-type]
+            cwd="/", timeout=_TIMEOUT, user=uid, group=gid, extra_groups=groups,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         raise DatabaseError(f"{tool.name} failed: {exc}") from exc
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip()
         raise DatabaseError(f"{tool.name} failed (exit {done.returncode}): {said}")
-    return done.stdout
+    output: str = done.stdout
+    return output
 
 
 def initdb(major: int, pgdata: Path, user: OsUser) -> None:

