@@ -238,10 +238,11 @@ class EmbeddedServer:
                 "the embedded server runs on Linux and macOS (a Unix socket of its own); "
                 "elsewhere point pgmem at a PostgreSQL server with --dsn / PGMEM_DSN"
             )
-        created = cluster.cluster_major(self.pgdata) is None
         self._prepare_home()
         user = cluster.server_user()
         with _home_lock(self.home):
+            # Decided under the lock: another process may have created it meanwhile.
+            created = cluster.cluster_major(self.pgdata) is None
             holders = _Holders(self.home)
             holders.alive()
             _remove_stale_pid_file(self.pgdata)
@@ -323,6 +324,11 @@ class EmbeddedServer:
             ).fetchone()
             if row is not None and row[0] != row[1]:
                 conn.execute("ALTER EXTENSION vector UPDATE")
+                if self._announce is not None:
+                    self._announce(
+                        f"pgmem: updated pgvector from {row[0]} to {row[1]} in the embedded "
+                        f"database {database!r} ({self.pgdata})"
+                    )
 
 
 def engine_description() -> str:

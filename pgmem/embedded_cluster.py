@@ -140,7 +140,8 @@ def run(user: OsUser, tool: Path, args: list[str], *, stdin: str | None = None) 
 
 def initdb(major: int, pgdata: Path, user: OsUser) -> None:
     """Create a cluster in ``pgdata`` (a new folder, mode 0700, owned by ``user``)."""
-    pgdata.mkdir(mode=0o700)
+    pgdata.mkdir(mode=0o700, exist_ok=True)  # left empty by an initdb cut short: initdb again
+    pgdata.chmod(0o700)
     if user.switch:
         os.chown(pgdata, user.uid, user.gid)
     locale = (["--locale-provider=builtin", "--builtin-locale=C.UTF-8"] if major >= 17

@@ -300,6 +300,15 @@ def old_pgserver(folder: Path) -> Path:
     return target
 
 
+def vector_default(server: EmbeddedServer) -> str:
+    with psycopg.connect(server.dsn) as conn:
+        row = conn.execute(
+            "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
 OLD_DEFAULT = """
 import sys
 from pathlib import Path
@@ -359,9 +368,12 @@ def test_the_data_of_the_earlier_default_is_opened_in_place(
         assert postmaster(home) is None
     assert len(before) == len(texts)
 
-    server = EmbeddedServer(home, quiet=True)
+    said: list[str] = []
+    server = EmbeddedServer(home, announce=said.append)
     with server, pgmem.Memory(server.dsn, embedder=embedder, nlp=analyzer) as mem:
         assert server.pgdata == (home / "pg16").resolve()
+        assert f"pgmem: updated pgvector from 0.6.2 to {vector_default(server)} in the embedded " \
+            f"database 'pgmem' ({server.pgdata})" in said
         assert postmaster(home) not in (None, old_pid)
         with psycopg.connect(server.dsn) as conn:
             version, vector = conn.execute(
