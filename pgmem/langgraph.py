@@ -149,12 +149,14 @@ class PgmemStore(BaseStore):
         super().__init__()
         self.index_config: IndexConfig | None = None
         self._fields: list[tuple[str, Any]] = []
-        embedder = None
+        embedder = memory_options.pop("embedder", None)
         if index is not None:
             self.index_config = dict(index)  # type: ignore[assignment]
             fields = index.get("fields") or ["$"]
             self._fields = [(path, _tokenized(path)) for path in fields]
             if index.get("embed") is not None:
+                if embedder is not None:
+                    raise ConfigurationError("give index['embed'] or embedder=, not both")
                 embedder = _embedder_of(index["embed"])
         if isinstance(db, Memory):
             if embedder is not None and embedder is not db.embedder:
