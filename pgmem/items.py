@@ -33,10 +33,10 @@ from pgmem.operations import (
     Operations,
     Steps,
     compute,
+    insert_steps,
     result_of,
     transaction,
     vector_guard_steps,
-    insert_steps,
 )
 from pgmem.pipeline import SearchRequest, delete_params
 from pgmem.queries import Queries, named_blocks, raw_queries
@@ -257,7 +257,7 @@ class Items:
             found[row["ord"] - 1] = _found(row)
         return found
 
-    def list(
+    def listing(
         self,
         prefix: tuple[str, ...],
         *,

@@ -94,13 +94,19 @@ class PgmemRetriever(BaseRetriever):
         """Store each document's text with its metadata in the retriever's scope (as
         :meth:`pgmem.Memory.add_many`, ``kwargs`` going to it); the memories' ids, in order
         (a duplicate's is the memory already there)."""
-        results = self._sync_memory().add_many(_items(documents), **self._scope(), **kwargs)
+        results = self._sync_memory().add_many(
+            _items(documents), user_id=self.user_id, agent_id=self.agent_id, run_id=self.run_id,
+            **kwargs,
+        )
         return [str(result.id) for result in results]
 
     async def aadd_documents(self, documents: Sequence[Document], **kwargs: Any) -> list[str]:
         """:meth:`add_documents`, awaited."""
         if isinstance(self.memory, AsyncMemory):
-            results = await self.memory.add_many(_items(documents), **self._scope(), **kwargs)
+            results = await self.memory.add_many(
+                _items(documents), user_id=self.user_id, agent_id=self.agent_id,
+                run_id=self.run_id, **kwargs,
+            )
             return [str(result.id) for result in results]
         return await asyncio.to_thread(self.add_documents, documents, **kwargs)
 

@@ -320,7 +320,7 @@ class PgmemStore(BaseStore):
                 refresh=bool(op.refresh_ttl), threshold=self.threshold,
             ))
         else:
-            found = run(self.memory._connector, self._items.list(
+            found = run(self.memory._connector, self._items.listing(
                 prefix, filter=op.filter, limit=limit, offset=offset,
                 refresh=bool(op.refresh_ttl),
             ))

@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("langchain_core.retrievers")
 
-from langchain_core.documents import Document  # noqa: E402
+from langchain_core.documents import Document
 
-import pgmem  # noqa: E402
-from pgmem.errors import ConfigurationError, ScopeError  # noqa: E402
-from pgmem.langchain import PgmemRetriever  # noqa: E402
+import pgmem
+from pgmem.errors import ConfigurationError, ScopeError
+from pgmem.langchain import PgmemRetriever
 
 DOCUMENTS = [
     Document("Caroline moved to Lisbon to study marine biology.", metadata={"topic": "move"}),
@@ -31,7 +31,7 @@ def test_documents_in_and_out_with_the_score_breakdown(
         assert len(set(ids)) == 3
         PgmemRetriever(memory=memory, user_id="u2").add_documents([DOCUMENTS[0]])
         docs = retriever.invoke("Where did Caroline move to?")
-        assert [d.page_content for d in docs][0] == DOCUMENTS[0].page_content
+        assert docs[0].page_content == DOCUMENTS[0].page_content
         assert len(docs) == 2 and docs[0].id == ids[0]
         best = docs[0].metadata
         assert best["topic"] == "move" and best["user_id"] == "u1" and best["id"] == ids[0]

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("langgraph.store.postgres")
 
-from langgraph.store.base import (  # noqa: E402
+from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
     ListNamespacesOp,
@@ -23,12 +23,12 @@ from langgraph.store.base import (  # noqa: E402
     PutOp,
     SearchOp,
 )
-from langgraph.store.memory import InMemoryStore  # noqa: E402
-from langgraph.store.postgres import PostgresStore  # noqa: E402
+from langgraph.store.memory import InMemoryStore
+from langgraph.store.postgres import PostgresStore
 
-import pgmem  # noqa: E402
-from pgmem.errors import FilterError, InvalidInputError  # noqa: E402
-from pgmem.langgraph import PgmemStore  # noqa: E402
+import pgmem
+from pgmem.errors import FilterError, InvalidInputError
+from pgmem.langgraph import PgmemStore
 
 # Labels that a LIKE pattern, a regular expression or a text encoding could get wrong.
 LABELS = ["a", "ab", "a%", "a_", "a\\", "%", "_", "line\nbreak", "naïve", "日本", "a b", "*"]
@@ -126,7 +126,8 @@ def test_list_namespaces_as_in_memory(
     reference = InMemoryStore()
     fill(store, reference)
     for limit, offset in ((100, 0), (3, 0), (3, 2), (2, 100)):
-        args = dict(prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset)
+        args = {"prefix": prefix, "suffix": suffix, "max_depth": max_depth, "limit": limit,
+                "offset": offset}
         assert store.list_namespaces(**args) == reference.list_namespaces(**args), args
 
 
@@ -331,7 +332,7 @@ def test_a_query_runs_the_hybrid_search_on_indexed_items(
         store.put(("m", "u2"), "4", {"text": "Caroline's support group met on Tuesday", "k": 1})
         store.put(("m", "u1"), "5", {"title": "group therapy", "text": "x"}, index=["title"])
         found = store.search(("m", "u1"), query="What support group did Caroline go to?")
-        assert [i.key for i in found][0] == "1"
+        assert found[0].key == "1"
         assert "3" not in {i.key for i in found}  # not indexed: listed, never searched
         assert "4" not in {i.key for i in found}  # another namespace
         best = found[0]

@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("langgraph.graph")
 
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.store.base import BaseStore  # noqa: E402
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore
 
-from pgmem.langgraph import PgmemStore  # noqa: E402
+from pgmem.langgraph import PgmemStore
 
 CONVERSATION = [
     "I adopted a border collie named Biscuit last spring.",
