@@ -33,6 +33,7 @@ from pgmem.operations import (
     Operations,
     Steps,
     compute,
+    explain_search_steps,
     insert_steps,
     result_of,
     transaction,
@@ -298,23 +299,7 @@ class Items:
             InvalidInputError: ``offset + limit`` above the search's limit (1,000), or a bad
                 query.
         """
-        condition, filter_params = item_filter(
-            filter, omit_expired=self.omit_expired, indexed_only=True
-        )
-        if offset + limit > validate.MAX_LIMIT:
-            raise InvalidInputError(
-                f"a search with a query reaches at most {validate.MAX_LIMIT} items: "
-                f"offset {offset} + limit {limit} is more"
-            )
-        request = SearchRequest(
-            scope=Scope(self.tenant, namespace=prefix),
-            query=validate.text(query, what="query", max_length=self.ops.max_text_length),
-            limit=offset + limit,
-            threshold=validate.threshold(threshold),
-            condition=condition,
-            filter_params=filter_params,
-            profile=self.ops.scoring,
-        )
+        request = self._request(prefix, query, filter, offset + limit, threshold)
         hits = (yield from self.ops.run_search(request))[offset:]
         if not hits:
             return []
@@ -332,6 +317,51 @@ class Items:
             for hit in hits
             if hit.id in by_id  # not deleted since
         ]
+
+    def explain_search(
+        self,
+        prefix: tuple[str, ...],
+        query: str,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        analyze: bool = False,
+    ) -> Operation[dict[str, Any]]:
+        """The plan of :meth:`search`'s statement (as :meth:`pgmem.Memory.explain_search`)."""
+        request = self._request(prefix, query, filter, limit, 0.0)
+        text_search = yield from self.ops._text_search(None)
+        analysis, vectors = yield from self.ops._analyze_query(request.query, text_search)
+        return (yield from transaction(functools.partial(
+            explain_search_steps, self.store, request, analysis, vectors,
+            keyword_score=self.ops.keyword_score, text_search=text_search, analyze=analyze,
+        )))
+
+    def _request(
+        self,
+        prefix: tuple[str, ...],
+        query: str,
+        filter: Mapping[str, Any] | None,
+        limit: int,
+        threshold: float,
+    ) -> SearchRequest:
+        """A checked search of the indexed items under ``prefix``."""
+        condition, filter_params = item_filter(
+            filter, omit_expired=self.omit_expired, indexed_only=True
+        )
+        if limit > validate.MAX_LIMIT:
+            raise InvalidInputError(
+                f"a search with a query reaches at most {validate.MAX_LIMIT} items "
+                f"(offset + limit), got {limit}"
+            )
+        return SearchRequest(
+            scope=Scope(self.tenant, namespace=prefix),
+            query=validate.text(query, what="query", max_length=self.ops.max_text_length),
+            limit=limit,
+            threshold=validate.threshold(threshold),
+            condition=condition,
+            filter_params=filter_params,
+            profile=self.ops.scoring,
+        )
 
     def namespaces(
         self,

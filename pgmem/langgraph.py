@@ -32,6 +32,7 @@ from langgraph.store.base import (
     BaseStore,
     GetOp,
     IndexConfig,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     Op,
@@ -241,6 +242,8 @@ class PgmemStore(BaseStore):
         writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for n, op in enumerate(ops):
             validate_op_namespace(op)
+            if isinstance(op, PutOp) and op.value is not None:
+                _check_written(op.namespace)
             if isinstance(op, GetOp):
                 gets.append((n, op))
             elif isinstance(op, PutOp):
@@ -266,6 +269,22 @@ class PgmemStore(BaseStore):
         """:meth:`batch` in a worker thread (as LangGraph's ``PostgresStore`` does): calls
         from many tasks run side by side on the Memory's connection pool."""
         return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
+
+    def explain_search(
+        self,
+        namespace_prefix: tuple[str, ...],
+        query: str,
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        analyze: bool = False,
+    ) -> dict[str, Any]:
+        """The plan of the statement a search with ``query`` runs: PostgreSQL's ``EXPLAIN
+        (FORMAT JSON)`` (run, with ``analyze``), as :meth:`pgmem.Memory.explain_search`."""
+        _check_labels(namespace_prefix)
+        return run(self.memory._connector, self._items.explain_search(
+            tuple(namespace_prefix), query, filter=filter, limit=limit, analyze=analyze,
+        ))
 
     # -- TTL
 
@@ -364,6 +383,20 @@ class PgmemStore(BaseStore):
         texts = [text for _, path in fields for text in get_text_at_path(value, path)]
         joined = "\n".join(text for text in texts if text and text.strip())
         return joined.replace("\x00", "") or None
+
+
+def _check_labels(namespace: tuple[str, ...]) -> None:
+    validate_op_namespace(SearchOp(tuple(namespace)))
+
+
+def _check_written(namespace: tuple[str, ...]) -> None:
+    """LangGraph's rules for a namespace written to, also for ops given to ``batch``."""
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        )
 
 
 def _tokenized(path: str) -> Any:

@@ -145,9 +145,12 @@ def test_bad_namespaces_raise_langgraphs_error(store: PgmemStore, namespace: Any
                 s.get(namespace, "k")
             with pytest.raises(InvalidNamespaceError):
                 s.search(namespace)
-        # ops given to batch directly are checked too: "a.b" must not reach ("a", "b")
-        with pytest.raises(InvalidNamespaceError):
-            store.batch([PutOp(namespace, "k", {"v": 1})])
+    # ops given to batch directly are checked too: "a.b" must not reach ("a", "b")
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([PutOp(namespace, "k", {"v": 1})])
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([PutOp((), "k", {"v": 1})])
+    assert store.list_namespaces() == []
 
 
 def test_bad_values_keys_and_filters_raise_pgmem_errors(store: PgmemStore) -> None:
@@ -345,3 +348,25 @@ def test_a_query_runs_the_hybrid_search_on_indexed_items(
         assert [i.key for i in paged] == [i.key for i in store.search(("m",), query="support group")][1:2]
         assert "5" in {i.key for i in store.search(("m",), query="therapy in a group")}
         assert {i.key for i in store.search(("m", "u1"))} == {"1", "2", "3", "5"}
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from nodes(child)
+
+
+def test_a_namespace_search_reads_its_items_and_links_by_index(
+    db_dsn: str, embedder: Any, analyzer: Any
+) -> None:
+    with PgmemStore(db_dsn, index={"fields": ["text"]}, embedder=embedder, nlp=analyzer) as store:
+        store.put(("plan", "u1"), "k", {"text": "Caroline went to Lisbon"})
+        plan = store.explain_search(("plan",), "Where did Caroline go?", analyze=True)
+    used = {node.get("Index Name") for node in nodes(plan["Plan"])}
+    assert "memories_item_key" in used  # the namespace prefix: one range of the key index
+    assert "memory_entities_namespace_idx" in used  # the entity leg: the namespace's links
+    assert found_rows(plan["Plan"], "memories_item_key") >= 1
+
+
+def found_rows(plan: dict[str, Any], index: str) -> float:
+    return sum(n.get("Actual Rows", 0) for n in nodes(plan) if n.get("Index Name") == index)
