@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,6 +46,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from pgmem import validate
 from pgmem.errors import ConfigurationError, InvalidInputError
 from pgmem.items import FoundItem, Items, ItemWrite
 from pgmem.memory import Memory, run
@@ -366,7 +366,7 @@ class PgmemStore(BaseStore):
         namespace, key = tuple(op.namespace), _key(op.key)
         if op.value is None:
             return ItemWrite(namespace, key, None)
-        value = _value(op.value)
+        value = validate.metadata(op.value)  # a JSON object: the memory's metadata
         ttl = None
         if op.ttl is not None:
             ttl = float(op.ttl)
@@ -407,18 +407,6 @@ def _key(key: object) -> str:
     if not isinstance(key, str) or "\x00" in key:
         raise InvalidInputError(f"an item key must be a string without NUL, got {key!r}")
     return key
-
-
-def _value(value: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidInputError(f"an item value must be a dict, got {type(value).__name__}")
-    try:
-        encoded = json.dumps(dict(value), allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidInputError(f"an item value must be JSON: {exc}") from None
-    if "\\u0000" in encoded:
-        raise InvalidInputError("an item value must not hold a NUL character (PostgreSQL's jsonb)")
-    return dict(value)
 
 
 def _count(value: object, what: str) -> int:
