@@ -188,7 +188,13 @@ class PgmemStore(BaseStore):
         ttl: TTLConfig | None = None,
         **options: Any,
     ) -> Iterator[PgmemStore]:
-        """A store on a DSN, closed when the ``with`` block ends (like ``PostgresStore``'s)."""
+        """A store on a DSN, closed when the ``with`` block ends (like ``PostgresStore``'s).
+        ``PostgresStore``'s ``pipeline`` is accepted and has no effect (pgmem sends a write's
+        statements together itself); its ``pool_config``'s ``max_size`` sizes pgmem's pool."""
+        options.pop("pipeline", None)
+        pool_config = options.pop("pool_config", None) or {}
+        if pool_config.get("max_size") and "pool_max_size" not in options:
+            options["pool_max_size"] = pool_config["max_size"]
         store = cls(conn_string, index=index, ttl=ttl, **options)
         try:
             yield store
