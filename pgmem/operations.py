@@ -787,6 +787,13 @@ class Operations:
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             threshold=threshold, filters=filters, mode=mode, legs=legs,
         )
+        return (yield from self.run_search(request, rerank=rerank, ts_config=ts_config))
+
+    def run_search(
+        self, request: SearchRequest, *, rerank: bool = False, ts_config: str | None = None
+    ) -> Operation[list[SearchHit]]:
+        """The hits of a checked search (:meth:`search` after its checks; store items'
+        searches, :mod:`pgmem.items`, with a namespace scope)."""
         reranker = self.reranker
         if rerank and reranker is None:
             raise ConfigurationError("rerank=True needs a reranker: Memory(..., reranker=...)")

@@ -342,6 +342,10 @@ def insert_params(
         "ids": [item.id for item in items],
         "created_ats": [item.created_at for item in items],
         "updated_ats": [item.updated_at for item in items],
+        "namespaces": [None if item.namespace is None else Jsonb(list(item.namespace))
+                       for item in items],
+        "keys": [item.key for item in items],
+        "ttl_minutes": [item.ttl_minutes for item in items],
         "lexemes": [None if postgres else analysis.tsvector() for analysis in analyses],
         "lexeme_counts": [None if postgres else len(analysis.lexemes) for analysis in analyses],
         "ts_config": text_search.config,

@@ -17,6 +17,8 @@ from psycopg import sql
 
 NO_FILTER = sql.SQL("TRUE")
 SCOPE_IDS = ("user_id", "agent_id", "run_id")
+#: The scope blocks of store items (pgmem.langgraph): a namespace prefix, or every item.
+NAMESPACE_SCOPES = ("namespace", "any_namespace")
 _BLOCK = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _COMMENT = re.compile(r"\s*--.*$")
 # The lines a search of a large scope needs only (see the search block), markers included.
@@ -69,7 +71,7 @@ class Queries:
         self, name: str, filters: sql.Composable = NO_FILTER, scope_ids: Iterable[str] = ()
     ) -> sql.Composed:
         """Statement ``name`` with the schema, the scope (comparing ``scope_ids``, of
-        :data:`SCOPE_IDS`) and ``filters`` composed in."""
+        :data:`SCOPE_IDS` and :data:`NAMESPACE_SCOPES`) and ``filters`` composed in."""
         if filters is not NO_FILTER:
             return self._compose(name, filters, scope_ids)
         key = (name, tuple(scope_ids))

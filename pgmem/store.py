@@ -18,7 +18,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from pgmem.queries import NO_FILTER, SCOPE_IDS, Queries, raw_queries
+from pgmem.queries import NAMESPACE_SCOPES, NO_FILTER, SCOPE_IDS, Queries, raw_queries
 
 Row = dict[str, Any]
 T = TypeVar("T")
@@ -288,7 +288,9 @@ class Store:
         prepare: bool | None = None,
         binary: bool = False,
     ) -> Statement[T]:
-        scope_ids = [column for column in SCOPE_IDS if params.get(column) is not None]
+        scope_ids = [
+            column for column in (*SCOPE_IDS, *NAMESPACE_SCOPES) if params.get(column) is not None
+        ]
         query = self.queries.get(name, NO_FILTER if filters is None else filters, scope_ids)
         return Statement(name, query, params, fetch, read, prepare, binary)
 

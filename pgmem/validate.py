@@ -30,15 +30,24 @@ class Scope:
     user_id: str | None = None
     agent_id: str | None = None
     run_id: str | None = None
+    #: Store items (pgmem.langgraph) under this namespace prefix instead (``()``: every item).
+    namespace: tuple[str, ...] | None = None
 
-    def params(self) -> dict[str, str | None]:
+    def params(self) -> dict[str, Any]:
         """The scope as the named SQL parameters of the ``scope`` block."""
-        return {
+        params: dict[str, Any] = {
             "tenant": self.tenant,
             "user_id": self.user_id,
             "agent_id": self.agent_id,
             "run_id": self.run_id,
         }
+        if self.namespace:
+            *parents, last = self.namespace
+            params["namespace"] = list(self.namespace)
+            params["namespace_end"] = [*parents, last + "\x01"]
+        elif self.namespace is not None:
+            params["any_namespace"] = True
+        return params
 
 
 def scope(
@@ -223,6 +232,10 @@ class NewMemory:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     embedding: npt.NDArray[np.float32] | None = None
+    #: A store item's namespace and key (pgmem.langgraph), and its time to live in minutes.
+    namespace: tuple[str, ...] | None = None
+    key: str | None = None
+    ttl_minutes: float | None = None
 
 
 def new_memory(

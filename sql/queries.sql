@@ -19,6 +19,16 @@ AND m.agent_id = %(agent_id)s::text
 -- name: scope_run_id
 AND m.run_id = %(run_id)s::text
 
+-- name: scope_namespace
+-- The store items (pgmem.langgraph) under a namespace prefix of one label or more: one range of
+-- arrays in byte order, from the prefix up to the prefix with its last label followed by
+-- U+0001, which no longer label of the prefix's namespaces reaches (labels hold no NUL).
+AND m.namespace >= %(namespace)s::text[] AND m.namespace < %(namespace_end)s::text[]
+
+-- name: scope_any_namespace
+-- Every store item (the empty namespace prefix).
+AND m.namespace IS NOT NULL
+
 -- name: search
 -- Steps 2-7 of the pipeline in one statement: the three legs, their union, and every
 -- candidate's exact cosine similarity, keyword scores and entity hits. Python fuses.
@@ -397,14 +407,21 @@ WITH item AS (
                 THEN min(i.ord) OVER (PARTITION BY i.user_id, i.agent_id, i.run_id,
                                                    i.content_hash, i.given_id IS NULL)
                 ELSE i.ord END AS first_ord
-      FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
-                  %(texts)s::text[], %(content_hashes)s::text[], %(metadata)s::jsonb[],
-                  %(embeddings)b::vector[], %(lexemes)s::text[], %(lexeme_counts)s::int[],
-                  %(ids)s::uuid[], %(created_ats)s::timestamptz[],
-                  %(updated_ats)s::timestamptz[])
-           WITH ORDINALITY AS i(user_id, agent_id, run_id, text, content_hash, metadata,
-                                embedding, lexemes, lexeme_count, given_id, given_created_at,
-                                given_updated_at, ord)
+      FROM (SELECT u.*,
+                   CASE WHEN u.namespace_labels IS NOT NULL
+                        THEN ARRAY(SELECT jsonb_array_elements_text(u.namespace_labels))
+                   END AS namespace
+              FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
+                          %(texts)s::text[], %(content_hashes)s::text[], %(metadata)s::jsonb[],
+                          %(embeddings)b::vector[], %(lexemes)s::text[],
+                          %(lexeme_counts)s::int[], %(ids)s::uuid[],
+                          %(created_ats)s::timestamptz[], %(updated_ats)s::timestamptz[],
+                          %(namespaces)s::jsonb[], %(keys)s::text[],
+                          %(ttl_minutes)s::float8[])
+                   WITH ORDINALITY AS u(user_id, agent_id, run_id, text, content_hash, metadata,
+                                        embedding, lexemes, lexeme_count, given_id,
+                                        given_created_at, given_updated_at, namespace_labels,
+                                        key, ttl_minutes, ord)) i
 ),
 existing AS (
     SELECT i.ord, x.id
@@ -444,11 +461,14 @@ fresh AS MATERIALIZED (
 memory AS (
     INSERT INTO {schema}.memories
            (tenant, id, user_id, agent_id, run_id, text, content_hash, metadata,
-            embedding, lexemes, lexeme_count, ts_config, created_at, updated_at)
+            embedding, lexemes, lexeme_count, ts_config, created_at, updated_at,
+            namespace, key, ttl_minutes, expires_at)
     SELECT %(tenant)s, f.id, f.user_id, f.agent_id, f.run_id, f.text, f.content_hash, f.metadata,
            f.embedding, coalesce(f.lexemes::tsvector, p.lexemes),
            coalesce(f.lexeme_count, p.lexeme_count), %(ts_config)s::text,
-           f.created, coalesce(f.given_updated_at, f.created)
+           f.created, coalesce(f.given_updated_at, f.created),
+           f.namespace, f.key, f.ttl_minutes,
+           statement_timestamp() + f.ttl_minutes * interval '1 minute'
       FROM fresh f
       -- An item without lexemes: PostgreSQL makes them in the text search configuration
       -- %(ts_config)s (no spaCy model for it), counting their positions for BM25.
@@ -467,8 +487,8 @@ variant AS (
                   %(entity_embeddings)b::vector[]) WITH ORDINALITY AS v(name, label, embedding, ord)
 ),
 occurrence AS (
-    SELECT o.ord, f.id AS memory_id, f.user_id, f.agent_id, f.run_id, v.name, v.label,
-           v.embedding
+    SELECT o.ord, f.id AS memory_id, f.user_id, f.agent_id, f.run_id, f.namespace, v.name,
+           v.label, v.embedding
       FROM unnest(%(occurrence_items)s::int[], %(occurrence_entities)s::int[])
            WITH ORDINALITY AS o(item, variant, ord)
       JOIN fresh f ON f.ord = o.item
@@ -485,8 +505,9 @@ entity AS (
     RETURNING e.id, e.name
 ),
 link AS (
-    INSERT INTO {schema}.memory_entities (tenant, memory_id, entity_id, user_id, agent_id, run_id)
-    SELECT %(tenant)s, o.memory_id, e.id, o.user_id, o.agent_id, o.run_id
+    INSERT INTO {schema}.memory_entities
+           (tenant, memory_id, entity_id, user_id, agent_id, run_id, namespace)
+    SELECT %(tenant)s, o.memory_id, e.id, o.user_id, o.agent_id, o.run_id, o.namespace
       FROM occurrence o
       JOIN entity e ON e.name = o.name
 ),
@@ -603,7 +624,7 @@ SELECT pg_advisory_xact_lock(hashtext('pgmem.entity'), k.key)
 -- the new text lacks are removed, and those entities are deleted if no other memory links them.
 -- Run after lock_memory and lock_linked_entities. No row when the memory does not exist.
 WITH old AS (
-    SELECT m.id, m.text, m.user_id, m.agent_id, m.run_id
+    SELECT m.id, m.text, m.user_id, m.agent_id, m.run_id, m.namespace
       FROM {schema}.memories m
      WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
 ),
@@ -644,8 +665,9 @@ entity AS (
     RETURNING e.id
 ),
 link AS (
-    INSERT INTO {schema}.memory_entities (tenant, memory_id, entity_id, user_id, agent_id, run_id)
-    SELECT %(tenant)s, old.id, entity.id, old.user_id, old.agent_id, old.run_id
+    INSERT INTO {schema}.memory_entities
+           (tenant, memory_id, entity_id, user_id, agent_id, run_id, namespace)
+    SELECT %(tenant)s, old.id, entity.id, old.user_id, old.agent_id, old.run_id, old.namespace
       FROM old CROSS JOIN entity
         ON CONFLICT DO NOTHING
 ),

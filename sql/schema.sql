@@ -26,9 +26,17 @@ CREATE TABLE pgmem.memories (
     created_at    timestamptz NOT NULL DEFAULT now(),
     updated_at    timestamptz NOT NULL DEFAULT now(),
     ts_config     text        NOT NULL DEFAULT 'english', -- text search configuration of lexemes
+    -- A store item (pgmem.langgraph) instead of a scoped memory: its namespace (a path of
+    -- labels, compared byte by byte) and its key in it; its time to live, if any.
+    namespace     text[]      COLLATE "C",
+    key           text,
+    ttl_minutes   double precision,
+    expires_at    timestamptz,
     CONSTRAINT memories_pkey PRIMARY KEY (tenant, id),
     CONSTRAINT memories_scope_check
-        CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL)
+        CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL
+               OR namespace IS NOT NULL),
+    CONSTRAINT memories_item_check CHECK ((namespace IS NULL) = (key IS NULL))
 );
 -- Vectors stay in the row, not TOASTed out of line (the planner does not count reading TOAST);
 -- so do the text, lexemes and metadata of a row up to about a page (8160 bytes): a search reads
@@ -43,6 +51,11 @@ CREATE INDEX memories_user_idx ON pgmem.memories (tenant, user_id, created_at, i
 CREATE INDEX memories_agent_idx ON pgmem.memories (tenant, agent_id, created_at, id);
 CREATE INDEX memories_run_idx ON pgmem.memories (tenant, run_id, created_at, id);
 CREATE INDEX memories_content_hash_idx ON pgmem.memories (tenant, content_hash);
+-- A store item by namespace and key; a namespace prefix is one range of it.
+CREATE UNIQUE INDEX memories_item_key ON pgmem.memories (tenant, namespace, key)
+    WHERE namespace IS NOT NULL;
+CREATE INDEX memories_expires_idx ON pgmem.memories (tenant, expires_at)
+    WHERE expires_at IS NOT NULL;
 
 -- A named thing that memories mention, deduplicated by its normalised name. No HNSW index on
 -- its embedding: a search compares the query's entities with those its scope's links reach,
@@ -69,6 +82,7 @@ CREATE TABLE pgmem.memory_entities (
     user_id    text,
     agent_id   text,
     run_id     text,
+    namespace  text[] COLLATE "C",
     CONSTRAINT memory_entities_pkey PRIMARY KEY (tenant, memory_id, entity_id),
     CONSTRAINT memory_entities_memory_fkey FOREIGN KEY (tenant, memory_id)
         REFERENCES pgmem.memories (tenant, id) ON DELETE CASCADE,
@@ -82,6 +96,9 @@ CREATE INDEX memory_entities_agent_idx
     ON pgmem.memory_entities (tenant, agent_id, memory_id, entity_id);
 CREATE INDEX memory_entities_run_idx
     ON pgmem.memory_entities (tenant, run_id, memory_id, entity_id);
+CREATE INDEX memory_entities_namespace_idx
+    ON pgmem.memory_entities (tenant, namespace, memory_id, entity_id)
+    WHERE namespace IS NOT NULL;
 
 -- Every change to a memory, written in the transaction that makes it. No foreign key: the
 -- history of a deleted memory stays.

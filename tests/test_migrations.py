@@ -298,5 +298,7 @@ def test_the_wheel_ships_sql_and_migrations(tmp_path: Path) -> None:
         "pgmem/migrations/versions/0002_link_scope.py",
         "pgmem/migrations/versions/0004_models_and_paging.py",
         "pgmem/migrations/versions/0005_rows_inline.py",
+        "pgmem/migrations/versions/0006_store_items.py",
+        "pgmem/sql/langgraph.sql",
         "pgmem/py.typed",
     } <= names

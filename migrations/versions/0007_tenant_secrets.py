@@ -10,7 +10,7 @@ cannot compute another tenant's keys. A tenant without a row uses no salt: the k
 trusted role stay as they were.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-12-03
 """
 
@@ -22,7 +22,7 @@ from alembic import op
 from pgmem.migrate import current_settings
 
 revision = "0007"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
