@@ -265,9 +265,9 @@ SEED = Scoring("seed")
 # after 0.6-0.8 x before 0-0.6, then the window (1-3 places) and its decay (0.6-1.0) with them
 # (docs/retrieval.md).
 # The spread decay alone only bites from tens of memories on, so on a small scope the user's
-# own name lifted every memory alike; the share attenuation from half the scope on fitted best
-# of 0-0.9 with the IDF and power forms (docs/retrieval.md), neutral on LoCoMo (0.4 and 0.5
-# gain one question on the fit conversations; below 0.4 lose one).
+# own name lifted every memory alike. The share past which an entity weighs less: 0.4 and 0.5
+# fitted best of 0-0.9 and of the IDF and power forms, neutral on LoCoMo, whose widely shared
+# names (its speakers') the decay has already all but silenced (docs/retrieval.md).
 DEFAULT = Scoring(
     "default", keyword="log-n", reference_docs=1000, entity_sharpness=1.0,
     after_weight=0.75, before_weight=0.5, neighbour_window=2, neighbour_decay=0.9,
