@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import math
 import pickle
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -129,7 +130,7 @@ def ranking(
     fused = scoring.fuse(
         signals, n_terms=q.n_terms, keyword_active=q.keyword_active,
         entity_active=q.entity_active, threshold=THRESHOLD, limit=LIMIT, profile=profile,
-        n_docs=q.n_docs,
+        n_docs=q.n_docs, scope_size=q.n_docs,
     )
     by_key = dict(zip(keys, cands))
     return [by_key[f.key].dia_ids for f in fused]
@@ -233,6 +234,64 @@ def _window() -> list[Scoring]:
             [(1, 1.0)], itertools.product((2,), (0.6, 0.7, 0.8, 0.9, 1.0))
         )
     ]
+
+
+@dataclasses.dataclass(frozen=True)
+class _SpreadForm(Scoring):
+    """A profile whose entity weight is ``form(spread, scope size)`` (the other forms of the
+    ``spread`` family; the chosen one is :attr:`Scoring.entity_common_share`)."""
+
+    form: Callable[[int, float], float] = lambda n, size: 1.0
+
+    def spread_weight(self, spread: int, scope_size: float | None) -> float:
+        return self.form(spread, scope_size or spread)
+
+
+def _idf_ratio(n: int, size: float) -> float:
+    """BM25's IDF of the entity's spread over that of an entity one memory holds."""
+    return scoring.bm25_idf(size, n) / scoring.bm25_idf(size, 1) if size > 1 else 1.0
+
+
+def _log_ratio(n: int, size: float) -> float:
+    """``log(N / n) / log(N)``: 1 for one memory, 0 for all."""
+    return math.log(size / n) / math.log(size) if size > 1 and n <= size else 1.0
+
+
+def _times_decay(form: Callable[[int, float], float]) -> Callable[[int, float], float]:
+    return lambda n, size: scoring.spread_attenuation(n) * form(n, size)
+
+
+def _unshared_power(p: float) -> Callable[[int, float], float]:
+    """``(1 - share) ** p``, the share as :func:`pgmem.scoring.share_attenuation` counts it."""
+    return lambda n, size: scoring.share_attenuation(n, size, 0.0) ** p
+
+
+def _share_power(p: float) -> Callable[[int, float], float]:
+    """``1 - share ** p``."""
+    return lambda n, size: 1 - (1 - scoring.share_attenuation(n, size, 0.0)) ** p
+
+
+@variants("spread")
+def _spread() -> list[Scoring]:
+    base = scoring.DEFAULT
+    forms: list[tuple[str, Callable[[int, float], float]]] = [
+        ("idf ratio x decay", _times_decay(_idf_ratio)),
+        ("idf ratio alone", _idf_ratio),
+        ("log ratio x decay", _times_decay(_log_ratio)),
+        ("log ratio alone", _log_ratio),
+        *((f"(1 - share) ^ {p} x decay", _times_decay(_unshared_power(p))) for p in (0.5, 2, 3)),
+        *((f"1 - share ^ {p} x decay", _times_decay(_share_power(p))) for p in (2, 3)),
+    ]
+    return [
+        dataclasses.replace(base, name="decay alone (before)", entity_common_share=None),
+        *(dataclasses.replace(base, name=f"share over {t} x decay", entity_common_share=t)
+          for t in (0.0, 0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9)),
+        *(_SpreadForm(**{**_fields(base), "name": name, "form": form}) for name, form in forms),
+    ]
+
+
+def _fields(profile: Scoring) -> dict[str, Any]:
+    return {f.name: getattr(profile, f.name) for f in dataclasses.fields(profile)}
 
 
 @variants("weights")

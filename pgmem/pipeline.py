@@ -197,8 +197,9 @@ def fuse_rows(
         )
         for key, row in sorted(by_key.items())
     ]
-    # Every row carries the scope's size, on which the BM25 scale depends.
+    # Every row carries the scope's size, on which the BM25 scale and the entity weight depend.
     n_docs = rows[0]["keyword_n_docs"] if rows and keyword_score == "bm25" else None
+    size = scope_size(rows)
     fused = scoring.fuse(
         candidates,
         n_terms=plan.n_terms or 0,
@@ -209,6 +210,7 @@ def fuse_rows(
         limit=limit,
         profile=plan.profile,
         n_docs=n_docs,
+        scope_size=size,
     )
     return [
         _hit(
@@ -224,7 +226,8 @@ def fuse_rows(
                 score=f.score,
                 keyword_score=keyword_score,
                 scoring=plan.profile.name,
-                entity_hits=_entity_hits(by_key[f.key]),
+                scope_size=size,
+                entity_hits=_entity_hits(by_key[f.key], plan.profile, size),
                 legs=_legs(by_key[f.key]),
                 signals=plan.signals,
                 notes=plan.notes,
@@ -255,12 +258,27 @@ def _legs(row: dict[str, Any]) -> tuple[str, ...]:
     return tuple(leg for leg in sorted(LEGS) if row[f"{leg}_leg"])
 
 
-def _entity_hits(row: dict[str, Any]) -> tuple[EntityHit, ...]:
-    """A candidate's entity hits: the statement's three parallel arrays (NULL without hits)."""
+def scope_size(rows: Sequence[dict[str, Any]]) -> int | None:
+    """The searched scope's size from the statement's rows (each carries it): exact up to
+    ``SCOPE_SCAN_ROWS`` memories, where the statement stops counting; beyond, the keyword leg's
+    count when the query has keyword terms, else ``SCOPE_SCAN_ROWS + 1``: a lower bound, which
+    weighs only an entity reaching more than half of it, whose spread already leaves it less
+    than a 5,000th of its weight (pgmem.scoring.share_attenuation). None without rows."""
+    if not rows:
+        return None
+    return max(int(rows[0]["scope_size"]), int(rows[0]["keyword_n_docs"] or 0))
+
+
+def _entity_hits(
+    row: dict[str, Any], profile: scoring.Scoring, size: int | None
+) -> tuple[EntityHit, ...]:
+    """A candidate's entity hits: the statement's three parallel arrays (NULL without hits),
+    each with the weight ``profile`` gives its spread in a scope of ``size``."""
     if not row["entity_names"]:
         return ()
     hits = (
-        EntityHit(name=name, similarity=float(similarity), spread=int(spread))
+        EntityHit(name=name, similarity=float(similarity), spread=int(spread),
+                  weight=profile.spread_weight(int(spread), size))
         for name, similarity, spread in zip(
             row["entity_names"], row["entity_similarities"], row["entity_spreads"], strict=True
         )

@@ -58,11 +58,13 @@ class HistoryEvent:
 @dataclass(frozen=True)
 class EntityHit:
     """A query entity's link to a memory: the stored entity's name, the similarity of the
-    two, and how many memories in the searched scope the entity links to."""
+    two, how many memories in the searched scope the entity links to (``spread``), and the
+    weight the scoring gives that spread (1: no attenuation; see ``Explain.scope_size``)."""
 
     name: str
     similarity: float
     spread: int
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class Explain:
     score was higher (0 with the seed's scoring). ``keyword_raw`` is the BM25 score before normalising
     (None when no query term matched); ``legs`` names the legs that found the
     memory; ``signals`` the signals this query could use, and ``notes`` why one could not.
+    ``scope_size`` is the searched scope's size (exact up to 5,000 memories), against which
+    each of ``entity_hits`` had its spread weighed.
     """
 
     semantic: float
@@ -92,6 +96,7 @@ class Explain:
     rerank_score: float | None = None
     context: float = 0.0
     context_from: uuid.UUID | None = None
+    scope_size: int | None = None
 
 
 @dataclass(frozen=True)

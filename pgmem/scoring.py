@@ -11,7 +11,9 @@ one place. The SQL statement only collects raw signals; this module turns them i
   midpoint and steepness depend on the number of query terms (:data:`KEYWORD_SIGMOID_TABLE`).
 - ``entity``: the best ``similarity * ENTITY_WEIGHT * spread_attenuation(n)`` over the query
   entities that link to the memory, where ``n`` is how many memories in the searched scope the
-  entity links to: common entities boost little.
+  entity links to: common entities boost little. A profile may weigh it further by the share
+  of the scope it reaches (:func:`share_attenuation`), so that on a small scope a name every
+  memory holds lifts none.
 - ``max_possible``: 1.0, plus 1.0 when the query has keyword terms, plus ENTITY_WEIGHT when it
   has entities; so scores stay comparable whether or not a signal could contribute.
 
@@ -114,6 +116,20 @@ def spread_attenuation(n: int) -> float:
     return 1.0 / (1.0 + SPREAD_DECAY * (n - 1) ** 2)
 
 
+def share_attenuation(n: int, scope_size: float | None, common_share: float | None) -> float:
+    """The weight of an entity that links to ``n`` memories of a scope of ``scope_size``, by
+    the share ``s = (n - 1) / (N - 1)`` of the scope's other memories it reaches: 1 up to
+    ``common_share``, then falling linearly to 0 for an entity every memory holds,
+    ``(1 - s) / (1 - common_share)``. 1 when ``common_share`` is None or the size is unknown
+    (None) or below 2."""
+    if common_share is None or scope_size is None or scope_size < 2:
+        return 1.0
+    share = min(1.0, max(0.0, (n - 1) / (scope_size - 1)))
+    if share <= common_share:
+        return 1.0
+    return (1.0 - share) / (1.0 - common_share)
+
+
 def entity_boost(hits: Iterable[tuple[float, int]]) -> float:
     """The best boost over (similarity, spread) pairs of the query entities linked to a memory."""
     return max(
@@ -164,6 +180,9 @@ class Scoring:
     ``context_min_semantic`` takes a share, so that an unrelated neighbour is not lifted.
     ``neighbour_window``: how many places on each side the step reaches; a neighbour ``d``
     places away counts ``neighbour_decay ** (d - 1)`` of its share.
+    ``entity_common_share``: an entity reaching more than this share of the scope's other
+    memories weighs less, down to nothing for one every memory holds
+    (:func:`share_attenuation`; None: by its spread alone, whatever the scope's size).
     """
 
     name: str
@@ -179,6 +198,7 @@ class Scoring:
     context_min_semantic: float = 0.25
     neighbour_window: int = 1
     neighbour_decay: float = 1.0
+    entity_common_share: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.neighbour_window <= MAX_NEIGHBOUR_WINDOW:
@@ -214,11 +234,22 @@ class Scoring:
             return similarity
         return float(((similarity - floor) / (1 - floor)) ** self.entity_sharpness)
 
-    def entity_boost(self, hits: Iterable[tuple[float, int]]) -> float:
+    def spread_weight(self, spread: int, scope_size: float | None) -> float:
+        """The weight of a query entity that links to ``spread`` memories of a scope of
+        ``scope_size`` (None: unknown): :func:`spread_attenuation`, times
+        :func:`share_attenuation` with ``entity_common_share`` (None: not)."""
+        return spread_attenuation(spread) * share_attenuation(
+            spread, scope_size, self.entity_common_share
+        )
+
+    def entity_boost(
+        self, hits: Iterable[tuple[float, int]], scope_size: float | None = None
+    ) -> float:
         """The best boost over (similarity, spread) pairs of the query entities linked to a
-        memory."""
+        memory; ``scope_size``: the searched scope's size."""
         return max(
-            (self.entity_similarity(similarity) * self.entity_weight * spread_attenuation(spread)
+            (self.entity_similarity(similarity) * self.entity_weight
+             * self.spread_weight(spread, scope_size)
              for similarity, spread in hits),
             default=0.0,
         )
@@ -233,9 +264,14 @@ SEED = Scoring("seed")
 # The neighbour weights were fitted on the same three conversations, both tasks together, over
 # after 0.6-0.8 x before 0-0.6, then the window (1-3 places) and its decay (0.6-1.0) with them
 # (docs/retrieval.md).
+# The spread decay alone only bites from tens of memories on, so on a small scope the user's
+# own name lifted every memory alike. The share past which an entity weighs less: 0.4 and 0.5
+# fitted best of 0-0.9 and of the IDF and power forms, neutral on LoCoMo, whose widely shared
+# names (its speakers') the decay has already all but silenced (docs/retrieval.md).
 DEFAULT = Scoring(
     "default", keyword="log-n", reference_docs=1000, entity_sharpness=1.0,
     after_weight=0.75, before_weight=0.5, neighbour_window=2, neighbour_decay=0.9,
+    entity_common_share=0.5,
 )
 SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
 
@@ -279,13 +315,15 @@ def fuse(
     semantic_active: bool = True,
     profile: Scoring = SEED,
     n_docs: float | None = None,
+    scope_size: float | None = None,
 ) -> list[Fused]:
     """Gate on the semantic threshold, score, sort best first and cut to ``limit``.
 
     Equal scores are ordered by semantic similarity (keyword scores are coarse, so ties are
     common in keyword-only searches), then keep the order of ``candidates``. With
     ``semantic_active`` false there is no threshold gate and similarity does not count.
-    ``n_docs``: the searched scope's size (the ``"log-n"`` keyword scoring uses it).
+    ``n_docs``: the searched scope's size as the keyword scale counts it (the ``"log-n"``
+    keyword scoring uses it); ``scope_size``: its size as the entity weight counts it.
     """
     denominator = max_possible(keyword_active, entity_active, semantic_active, profile)
     if denominator == 0:
@@ -295,7 +333,7 @@ def fuse(
     normalize_keyword = profile.keyword_normalizer(n_terms, n_docs)
     for c in candidates:
         keyword = normalize_keyword(c.keyword_raw) if keyword_active else 0.0
-        entity = profile.entity_boost(c.entity_hits) if entity_active else 0.0
+        entity = profile.entity_boost(c.entity_hits, scope_size) if entity_active else 0.0
         semantic = profile.semantic_weight * c.semantic if semantic_active else 0.0
         parts[c.key] = (keyword, entity, semantic + profile.keyword_weight * keyword + entity)
     scored = []  # (score, semantic, candidate, context, context_from): Fused for the best only

@@ -347,7 +347,7 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metada
        c.id IN (SELECT id FROM entity) AS entity_leg,
        (SELECT coalesce(cardinality(q.lexemes), 0) FROM query_terms q) AS query_terms,
        (SELECT st.n_docs FROM scope_stats st) AS keyword_n_docs,  -- the BM25 scale of the scope
-       (SELECT n FROM scope_size) AS scope_size,  -- up to %(scan_rows)s + 1
+       (SELECT n FROM scope_size) AS scope_size,  -- up to %(scan_rows)s + 1; entity weights use it
        x.before_1, x.before_2, x.after_1, x.after_2
   FROM (SELECT) AS answer  -- one row at least: without candidates, its columns NULL but sizes
   LEFT JOIN candidates c ON TRUE

@@ -278,7 +278,7 @@ def test_search_prints_each_signal(demo: Run) -> None:
 
     out = demo.ok("search", "Who will be in NYC this autumn?", "--user", "ben", "--limit", "2")
     assert "entity 'new york city' (similarity 0.9" in out
-    assert ") reaches 1 memory of the scope" in out
+    assert ") reaches 1 memory of the scope (of 15): weight 1.00" in out
     assert out.splitlines()[-1].startswith("score = (semantic + keyword + entity")
     assert out.splitlines()[-1].endswith(") / 2.5; keyword score bm25")
 

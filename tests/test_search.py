@@ -85,13 +85,85 @@ def test_a_common_entity_boosts_less_than_a_rare_one(memory: pgmem.Memory) -> No
     common_hit = by_text[common[0]]
     assert rare_hit.explain.entity_hits[0].spread == 1
     assert common_hit.explain.entity_hits[0].spread == 100
+    assert rare_hit.explain.scope_size == common_hit.explain.scope_size == 101
+    assert rare_hit.explain.entity_hits[0].weight == 1.0
     assert rare_hit.explain.entity == pytest.approx(
         rare_hit.explain.entity_hits[0].similarity * 0.5
     )
+    # 'paris' reaches every memory but one: no weight left (the seed keeps its spread's)
+    weight = common_hit.explain.entity_hits[0].weight
+    assert weight == pytest.approx(scoring.DEFAULT.spread_weight(100, 101)) == pytest.approx(
+        scoring.spread_attenuation(100) * scoring.share_attenuation(100, 101, 0.5))
     assert common_hit.explain.entity == pytest.approx(
-        common_hit.explain.entity_hits[0].similarity * 0.5 * scoring.spread_attenuation(100)
+        common_hit.explain.entity_hits[0].similarity * 0.5 * weight
     )
     assert rare_hit.explain.entity > 4 * common_hit.explain.entity
+
+
+# A user's own memories: every one names him (the issue's demo case: "what pet does Omar have?"
+# gave every hit entity 0.492, 'omar' reaching 5 memories).
+OMAR = [
+    "Omar works night shifts as a nurse at the Royal Infirmary.",
+    "Omar is learning Portuguese for a trip to Lisbon in June.",
+    "Omar plays five-a-side football with colleagues on Wednesdays.",
+    "Omar's sister Leila is getting married in Manchester in August.",
+]
+OMAR_PET = "Omar adopted a rescue greyhound called Biscuit last spring."
+PET_QUERY = "what pet does Omar have?"
+
+
+def test_a_name_every_memory_of_a_small_scope_holds_lifts_none(
+    memory: pgmem.Memory, db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> None:
+    memory.add_many([*OMAR, OMAR_PET], user_id="omar")
+    hits = memory.search(PET_QUERY, user_id="omar", limit=10, threshold=0.0)
+    assert len(hits) == 5 and hits[0].text == OMAR_PET
+    for hit in hits:
+        e = hit.explain
+        (omar,) = e.entity_hits
+        assert (omar.name, omar.spread, e.scope_size) == ("omar", 5, 5)
+        assert omar.weight == 0.0 and e.entity == 0.0
+        assert hit.score == pytest.approx((e.semantic + e.keyword + e.context) / 2.5)
+
+    # The seed's formula is unchanged: every hit lifted alike by the spread's weight alone.
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, scoring="seed") as seed:
+        seed_hits = seed.search(PET_QUERY, user_id="omar", limit=10, threshold=0.0)
+    assert len(seed_hits) == 5
+    for hit in seed_hits:
+        (omar,) = hit.explain.entity_hits
+        assert omar.weight == pytest.approx(scoring.spread_attenuation(5))
+        assert hit.explain.entity == pytest.approx(
+            omar.similarity * 0.5 * scoring.spread_attenuation(5)
+        )
+        assert hit.explain.entity == pytest.approx(0.492, abs=1e-3)
+
+
+def test_a_name_most_memories_hold_no_longer_outranks_what_the_query_asks(
+    memory: pgmem.Memory, db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> None:
+    pet = "His pet greyhound Biscuit sleeps on the sofa all day."
+    memory.add_many([*OMAR, "Omar has a flat near the park.", pet], user_id="omar")
+    hits = memory.search(PET_QUERY, user_id="omar", limit=10, threshold=0.0)
+    # 'omar' reaches 5 of 6 memories: 4 of the 5 others, past half of them, so 0.4 of its
+    # weight (the spread's alone gave the other five 0.49 each, and "Omar has a flat near the
+    # park" came first)
+    assert hits[0].text == pet and not hits[0].explain.entity_hits
+    for hit in hits[1:]:
+        (omar,) = hit.explain.entity_hits
+        assert omar.spread == 5 and hit.explain.scope_size == 6
+        assert omar.weight == pytest.approx(scoring.spread_attenuation(5) * 0.4)
+        assert hit.explain.entity == pytest.approx(omar.similarity * 0.5 * omar.weight)
+
+    # Fewer than half the scope's memories: the name weighs as before.
+    memory.add_many([f"Chore number {i}: water the plants on the balcony." for i in range(6)],
+                    user_id="omar")
+    hits = memory.search(PET_QUERY, user_id="omar", limit=20, threshold=0.0)
+    named = [h for h in hits if h.explain.entity_hits]
+    assert len(named) == 5 and all(h.explain.scope_size == 12 for h in hits)
+    assert all(h.explain.entity_hits[0].weight == pytest.approx(scoring.spread_attenuation(5))
+               for h in named)
 
 
 def test_spread_is_counted_within_the_searched_scope(memory: pgmem.Memory) -> None:
@@ -123,8 +195,11 @@ def test_explain_parts_add_up_to_the_score(memory: pgmem.Memory) -> None:
                 scoring.DEFAULT.normalize_keyword(e.keyword_raw, 4, 11)
             )
         assert e.entity == pytest.approx(
-            scoring.DEFAULT.entity_boost((h.similarity, h.spread) for h in e.entity_hits)
+            scoring.DEFAULT.entity_boost(
+                ((h.similarity, h.spread) for h in e.entity_hits), e.scope_size
+            )
         )
+        assert e.scope_size == 11
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 

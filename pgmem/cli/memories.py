@@ -130,8 +130,10 @@ def print_hits(hits: Sequence[SearchHit], out: TextIO | None = None) -> None:
         print(f"{rank:>3} {hit.score:>6.3f} {e.semantic:>8.3f} {raw:>7} {e.keyword:>7.3f} "
               f"{e.entity:>6.3f}  {legs:<11} {clip(hit.text, used)}", file=out)
         for h in e.entity_hits:
+            of = "" if e.scope_size is None else f" (of {e.scope_size})"
             print(f"{'':>8}entity {h.name!r} (similarity {h.similarity:.2f}) reaches "
-                  f"{h.spread} memor{'y' if h.spread == 1 else 'ies'} of the scope", file=out)
+                  f"{h.spread} memor{'y' if h.spread == 1 else 'ies'} of the scope{of}: "
+                  f"weight {h.weight:.2f}", file=out)
         if e.context_from is not None:
             print(f"{'':>8}context {e.context:.3f} from its neighbour {e.context_from}", file=out)
     e = hits[0].explain

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -53,6 +54,60 @@ def test_rank_cd_is_rescaled_onto_the_bm25_scale() -> None:
 @pytest.mark.parametrize(("n", "expected"), [(1, 1.0), (10, 0.925), (100, 0.0925)])
 def test_spread_attenuation(n: int, expected: float) -> None:
     assert scoring.spread_attenuation(n) == pytest.approx(expected, abs=5e-4)
+
+
+@pytest.mark.parametrize(
+    ("n", "scope_size", "expected"),
+    [
+        (1, 5, 1.0),  # one memory holds it
+        (5, 5, 0.0),  # every memory holds it
+        (3, 5, 1.0),  # half the other memories: not yet
+        (4, 5, 0.5),  # three quarters of them: half its weight
+        (5, 6, 0.4),
+        (5, 12, 1.0),
+        (94, 184, 0.984),  # a LoCoMo speaker's name in the observations
+        (1, 1, 1.0),  # a scope of one memory: no share to speak of
+        (3, None, 1.0),  # size unknown
+        (7, 5, 0.0),  # never below 0
+    ],
+)
+def test_share_attenuation(n: int, scope_size: int | None, expected: float) -> None:
+    assert scoring.share_attenuation(n, scope_size, 0.5) == pytest.approx(expected, abs=5e-4)
+    assert scoring.share_attenuation(n, scope_size, None) == 1.0
+
+
+def test_share_attenuation_falls_with_the_share_and_is_off_for_the_seed() -> None:
+    weights = [scoring.share_attenuation(n, 101, 0.5) for n in range(1, 102)]
+    assert weights == sorted(weights, reverse=True)
+    assert weights[:51] == [1.0] * 51 and weights[-1] == 0.0
+    assert scoring.share_attenuation(76, 101, 0.0) == pytest.approx(0.25)  # linear from 0
+    assert scoring.DEFAULT.entity_common_share == 0.5
+    assert scoring.SEED.entity_common_share is None
+    for n, size in ((5, 5), (100, 101), (3, None)):
+        assert scoring.SEED.spread_weight(n, size) == scoring.spread_attenuation(n)
+    assert scoring.DEFAULT.spread_weight(5, 5) == 0.0
+    assert scoring.DEFAULT.spread_weight(5, 12) == scoring.spread_attenuation(5)
+    # On a large scope the spread's own decay has the last word: the share only bites past half
+    # the scope, where the decay has left an entity next to nothing (so a lower bound of a
+    # large scope's size does as well as its size).
+    assert scoring.spread_attenuation(2501) < 2e-4
+    for n in range(1, 2502):
+        assert scoring.DEFAULT.spread_weight(n, 5001) == scoring.spread_attenuation(n)
+
+
+def test_fusion_weighs_entities_by_the_scopes_size() -> None:
+    every = [Signals(k, semantic=s, keyword_raw=None, entity_hits=((1.0, 3),))
+             for k, s in (("a", 0.5), ("b", 0.6), ("c", 0.4))]
+    kwargs: dict[str, Any] = {"n_terms": 0, "keyword_active": False, "entity_active": True,
+                              "threshold": 0.1, "limit": 10}
+    fused = fuse(every, profile=scoring.DEFAULT, scope_size=3, **kwargs)
+    assert [(f.key, f.entity) for f in fused] == [("b", 0.0), ("a", 0.0), ("c", 0.0)]
+    assert fused[0].score == pytest.approx(0.6 / 1.5)
+    seed = fuse(every, profile=scoring.SEED, scope_size=3, **kwargs)
+    assert [f.entity for f in seed] == pytest.approx([0.5 * scoring.spread_attenuation(3)] * 3)
+    # without the scope's size, the spread's weight alone
+    unknown = fuse(every, profile=scoring.DEFAULT, **kwargs)
+    assert [f.entity for f in unknown] == pytest.approx([0.5 * scoring.spread_attenuation(3)] * 3)
 
 
 def test_entity_boost_takes_the_best_entity() -> None:
