@@ -16,7 +16,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pgmem import operations, validate
-from pgmem.connection import DEFAULT_CONNECT_TIMEOUT, AsyncConnector, AsyncSource, retryable
+from pgmem.connection import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_POOL_TIMEOUT,
+    AsyncConnector,
+    AsyncSource,
+    retryable,
+)
 from pgmem.errors import ConnectionLostError, wrap_db_errors
 from pgmem.languages import Analyzers
 from pgmem.migrate import DEFAULT_SCHEMA
@@ -101,14 +107,17 @@ class AsyncMemory(operations.Configured):
         pool_max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         ts_config: str | None = None,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        limits: validate.Limits | None = None,
     ) -> None:
         self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
             keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
-            scoring_name=scoring,
+            scoring_name=scoring, limits=limits,
         )
         self._connector = AsyncConnector(
-            db, max_size=pool_max_size, connect_timeout=connect_timeout
+            db, max_size=pool_max_size, connect_timeout=connect_timeout,
+            pool_timeout=pool_timeout,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
