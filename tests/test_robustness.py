@@ -248,3 +248,24 @@ def test_concurrent_updates_to_one_text_leave_one_memory_with_it(
             "SELECT count(*) FROM pgmem.memories WHERE user_id = 'u' AND text = %s", (target,)
         ).fetchone()
     assert row == (1,)
+
+
+def test_pgmem_import_refuses_deep_metadata_without_a_traceback(
+    db_dsn: str, tmp_path: Any, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    from pgmem import cli
+
+    monkeypatch.setattr(cli, "_models", lambda: (HashEmbedder(), analyzer))
+    before = counts(db_dsn)
+    for depth, says in ((300, "max_metadata_depth"), (100_000, "not valid JSON")):
+        path = tmp_path / f"deep{depth}.jsonl"
+        path.write_text('{"text": "fine"}\n'
+                        + '{"text": "deep", "metadata": ' + '{"k": ' * depth + "1"
+                        + "}" * depth + "}\n")
+        capsys.readouterr()
+        status = cli.main(["--dsn", db_dsn, "import", str(path), "--user", "u"])
+        _, err = capsys.readouterr()
+        assert status == 2, err
+        assert says in err and "Traceback" not in err
+    assert counts(db_dsn) == before
