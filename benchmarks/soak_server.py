@@ -23,6 +23,9 @@ from typing import Any
 import psycopg
 
 ADMIN_APPLICATION = "pgmem-soak-admin"  # the soak's own sessions, which no fault kills
+# The longest a resumed reembed may run (at least; half the fault period if longer) before the
+# soak kills and aborts it: under heavy write load on a small machine it may never catch up.
+REEMBED_SECONDS = 600.0
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "test-postgres.sh"
 
@@ -243,12 +246,19 @@ class Faults:
                     self.log.note(f"reembed killed after {line.split()[1]} rows")
                     break
         self.reembed_pids = []
+        bound = max(REEMBED_SECONDS, self.period * 0.5)
         for attempt in range(3):
             with reembed_process(self.dsn, target) as process:
                 self.reembed_pids = [process.pid]
-                assert process.stdout is not None
-                lines = list(process.stdout)
+                try:
+                    out, _ = process.communicate(timeout=bound)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    self.reembed_pids = []
+                    self.log.note(f"resumed reembed still running after {bound:.0f} s: killed")
+                    break
             self.reembed_pids = []
+            lines = out.splitlines()
             if process.returncode == 0 and lines and lines[-1].startswith("done"):
                 self.current = target
                 self.on_reembed(target)
