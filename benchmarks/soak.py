@@ -12,7 +12,8 @@ refused with ``DuplicateError``), delete, search, get_all and history, and check
 returns against what it was told before (a hit or record of another scope is a wrong answer).
 With ``--faults`` the server meanwhile gets (:class:`benchmarks.soak_server.Faults`, every 10
 minutes, or once in a run of under 10): backend kills all along, a fast restart, 20 s down, a
-statement_timeout storm, and a reembed to the other model name that is killed and resumed.
+statement_timeout storm, and a reembed to the other model name that is killed and resumed
+(and aborted if it has not caught up with the writes after 10 minutes).
 
 Then it checks the database (:func:`benchmarks.soak_check.check`): nothing the clients were told
 was stored is lost, nothing they were not told of is there, every history chain replays to its

@@ -163,7 +163,8 @@ class Faults:
     """The fault schedule, repeated every ``period`` seconds until ``stop`` is set: backend
     kills all along; a fast restart at 20% of the period; the server down for 20 s at 35%; a
     statement_timeout storm at 55%; at 70% a reembed to the other model name, killed after its
-    first batch, then resumed to the end."""
+    first batch, then resumed to the end -- or, still running after REEMBED_SECONDS (or half the
+    period), killed and aborted. A step runs after the one before it has ended."""
 
     def __init__(self, server: Server, dsn: str, dbname: str, period: float, log: FaultLog,
                  models: tuple[str, str], on_reembed: Callable[[str], None]) -> None:
