@@ -19,6 +19,7 @@ from pgmem import operations, validate
 from pgmem.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_POOL_TIMEOUT,
     AsyncConnector,
     AsyncSource,
     retryable,
@@ -108,14 +109,17 @@ class AsyncMemory(operations.Configured):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         ts_config: str | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        limits: validate.Limits | None = None,
     ) -> None:
         self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
             keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
-            scoring_name=scoring,
+            scoring_name=scoring, limits=limits,
         )
         self._connector = AsyncConnector(
-            db, max_size=pool_max_size, connect_timeout=connect_timeout, lock_timeout=lock_timeout
+            db, max_size=pool_max_size, connect_timeout=connect_timeout,
+            lock_timeout=lock_timeout, pool_timeout=pool_timeout,
         )
 
     # -- lifecycle -------------------------------------------------------------------------

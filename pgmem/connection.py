@@ -32,14 +32,17 @@ import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from pgmem.errors import (
     ConfigurationError,
+    ConnectError,
     ConnectionLostError,
     DatabaseError,
     PgmemError,
+    PoolTimeoutError,
     SchemaError,
+    connect_failed,
     translate,
     wrap_db_errors,
 )
@@ -83,6 +86,10 @@ def _lock_timeout_ms(seconds: float) -> str:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
         raise ConfigurationError(f"lock_timeout must be a positive number of seconds, got {seconds!r}")
     return f"{max(1, round(seconds * 1000))}ms"
+
+
+#: Seconds a call waits for a free connection of pgmem's pool before PoolTimeoutError.
+DEFAULT_POOL_TIMEOUT = 30.0
 
 
 def _connect_kwargs(conninfo: str, connect_timeout: float) -> dict[str, Any]:
@@ -203,6 +210,42 @@ def _marking_retryable() -> Iterator[_Attempt]:
         raise
 
 
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+@contextlib.contextmanager
+def _pool_errors(
+    pool: ConnectionPool | AsyncConnectionPool, connect_timeout: float, pool_timeout: float,
+    owned: bool = True,
+) -> Iterator[None]:
+    """Translate a pool's errors: no connection in time is :class:`PoolTimeoutError` when the
+    pool holds as many connections as it may (all busy), else :class:`ConnectError` (it could
+    not make one); other driver errors as :func:`~pgmem.errors.translate`."""
+    try:
+        yield
+    except PoolTimeout as exc:
+        stats = pool.get_stats()
+        if stats.get("pool_size", 0) >= pool.max_size and pool.max_size > 0:
+            settings = (
+                f"pool_max_size={pool.max_size}, pool_timeout={pool_timeout:g} s: raise them, or "
+                "make fewer calls at once" if owned else "the pool's max_size and timeout"
+            )
+            raise PoolTimeoutError(
+                f"pool exhausted: all {pool.max_size} connections stayed busy for "
+                f"{pool.timeout:g} s ({settings}); the server is fine"
+            ) from exc
+        raise ConnectError(
+            f"could not connect to PostgreSQL: the pool made {stats.get('pool_size', 0)} of "
+            f"{pool.max_size} connections in {pool.timeout:g} s (connect_timeout="
+            f"{connect_timeout:g} s); check that the server runs and accepts connections"
+        ) from exc
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+
+
 def _end_batch_savepoint(conn: psycopg.Connection) -> None:
     """Roll back and release the batch's savepoint after a failure (when it is open)."""
     if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
@@ -282,6 +325,7 @@ class Connector:
         max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         self._lock_timeout = _lock_timeout_ms(lock_timeout)
         self._owned_pool: ConnectionPool | None = None
@@ -291,6 +335,7 @@ class Connector:
         self._sa_connection: SAConnection | None = None
         self._session: Session | None = None
         self._connect_timeout = connect_timeout
+        self._pool_timeout = _positive("pool_timeout", pool_timeout)
         source = default_source(source)
         kind = _sqlalchemy_kind(source)
         sa_source: Any = source  # of the SQLAlchemy class that kind names
@@ -343,6 +388,7 @@ class Connector:
             kwargs=self._connect_kwargs,
             configure=self._configure,
             name="pgmem",
+            timeout=self._pool_timeout,
         )
 
     def _open_pool(self) -> None:
@@ -357,12 +403,12 @@ class Connector:
         except psycopg.ProgrammingError as exc:  # a malformed DSN
             raise ConfigurationError(f"invalid connection string: {exc}") from exc
         except psycopg.Error as exc:
-            raise translate(exc) from exc
+            raise connect_failed(exc, self._connect_timeout) from exc
         with probe:
             prepare_connection(probe)
         assert self._owned_pool is not None
         try:
-            with wrap_db_errors():
+            with _pool_errors(self._owned_pool, self._connect_timeout, self._pool_timeout):
                 self._owned_pool.open(wait=True, timeout=self._connect_timeout)
         except PgmemError:
             self._owned_pool = self._pool = self._new_pool()
@@ -385,7 +431,8 @@ class Connector:
         the sync, COMMIT -- five round trips; opening the pipeline before the transaction
         made psycopg sync after BEGIN and before COMMIT, which saved none).
         Errors leave as :class:`~pgmem.errors.PgmemError` subclasses (see :func:`retryable`)."""
-        with self._lend() as (conn, _, capabilities, attempt), wrap_db_errors(), conn.transaction():
+        with self._lend() as (conn, _, capabilities, attempt), wrap_db_errors(conn), \
+                conn.transaction():
             if pipeline:
                 with conn.pipeline():
                     yield conn, capabilities
@@ -402,7 +449,7 @@ class Connector:
         the round trip); in the caller's transaction, in a savepoint (what the statements set
         locally lasts until that transaction ends); on a borrowed connection outside
         autocommit (an Engine's), in a transaction of its own (three round trips)."""
-        with self._lend() as (conn, mode, capabilities, _), wrap_db_errors():
+        with self._lend() as (conn, mode, capabilities, _), wrap_db_errors(conn):
             if mode is Mode.OWN and conn.autocommit:
                 with conn.pipeline():
                     yield conn, capabilities
@@ -477,8 +524,12 @@ class Connector:
                 if not self._opened:
                     self._open_pool()
                     self._opened = True
-        with wrap_db_errors(), self._pool.connection() as conn:
+        with _pool_errors(self._pool, self._connect_timeout, self._pool_timeout, self._owned()), \
+                self._pool.connection() as conn:
             yield conn, False
+
+    def _owned(self) -> bool:
+        return self._owned_pool is not None and self._pool is self._owned_pool
 
     def close(self) -> None:
         """Close pgmem's own pool; a caller's connection or pool is left open."""
@@ -501,12 +552,14 @@ class AsyncConnector:
         max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
         self._lock_timeout = _lock_timeout_ms(lock_timeout)
         self._owned_pool: AsyncConnectionPool | None = None
         self._pool: AsyncConnectionPool | None = None
         self._connection: psycopg.AsyncConnection | None = None
         self._connect_timeout = connect_timeout
+        self._pool_timeout = _positive("pool_timeout", pool_timeout)
         source = default_source(source)
         if isinstance(source, psycopg.AsyncConnection):
             self._connection = source
@@ -545,6 +598,7 @@ class AsyncConnector:
             kwargs=self._connect_kwargs,
             configure=self._configure,
             name="pgmem",
+            timeout=self._pool_timeout,
         )
 
     async def _open_pool(self) -> None:
@@ -555,12 +609,12 @@ class AsyncConnector:
         except psycopg.ProgrammingError as exc:
             raise ConfigurationError(f"invalid connection string: {exc}") from exc
         except psycopg.Error as exc:
-            raise translate(exc) from exc
+            raise connect_failed(exc, self._connect_timeout) from exc
         async with probe:
             await prepare_connection_async(probe)
         assert self._owned_pool is not None
         try:
-            with wrap_db_errors():
+            with _pool_errors(self._owned_pool, self._connect_timeout, self._pool_timeout):
                 await self._owned_pool.open(wait=True, timeout=self._connect_timeout)
         except PgmemError:
             self._owned_pool = self._pool = self._new_pool()
@@ -577,7 +631,7 @@ class AsyncConnector:
     ) -> AsyncIterator[tuple[psycopg.AsyncConnection, ServerCapabilities]]:
         """As :meth:`Connector.transaction`."""
         async with self._lend() as (conn, _, capabilities, attempt):
-            with wrap_db_errors():
+            with wrap_db_errors(conn):
                 async with conn.transaction():
                     if pipeline:
                         async with conn.pipeline():
@@ -590,7 +644,7 @@ class AsyncConnector:
     async def batch(self) -> AsyncIterator[tuple[psycopg.AsyncConnection, ServerCapabilities]]:
         """As :meth:`Connector.batch`."""
         async with self._lend() as (conn, mode, capabilities, _):
-            with wrap_db_errors():
+            with wrap_db_errors(conn):
                 if mode is Mode.OWN and conn.autocommit:
                     async with conn.pipeline():
                         yield conn, capabilities
@@ -640,9 +694,12 @@ class AsyncConnector:
                 if not self._opened:
                     await self._open_pool()
                     self._opened = True
-        with wrap_db_errors():
+        with _pool_errors(self._pool, self._connect_timeout, self._pool_timeout, self._owned()):
             async with self._pool.connection() as conn:
                 yield conn, False
+
+    def _owned(self) -> bool:
+        return self._owned_pool is not None and self._pool is self._owned_pool
 
     async def close(self) -> None:
         """Close pgmem's own pool; a caller's connection or pool is left open."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 
@@ -23,6 +24,11 @@ class InvalidInputError(PgmemError, ValueError):
     """An argument is not valid."""
 
 
+class LimitError(InvalidInputError):
+    """An input is larger than pgmem accepts: the message names the limit and its setting
+    (a field of :class:`pgmem.Limits`, or ``max_text_length``)."""
+
+
 class ScopeError(InvalidInputError):
     """Give at least one of user_id, agent_id or run_id."""
 
@@ -34,6 +40,15 @@ class FilterError(InvalidInputError):
 class IdTakenError(InvalidInputError):
     """An item brings an id that a memory of another scope of the tenant has: nothing of its
     batch was written. The message names the id, never the memory."""
+
+
+class DuplicateError(InvalidInputError):
+    """Another memory of the scope already has this text: the update is refused (an add of it
+    returns that memory with duplicate=True)."""
+
+
+class FilterLimitError(FilterError, LimitError):
+    """The metadata filter is larger than pgmem accepts (see :class:`pgmem.Limits`)."""
 
 
 class NotFoundError(PgmemError, LookupError):
@@ -78,6 +93,21 @@ class ConnectionLostError(DatabaseError):
     """The connection to PostgreSQL failed or was closed by the server."""
 
 
+class ConnectError(DatabaseError):
+    """pgmem could not connect to PostgreSQL: check the DSN and that the server runs, or give it
+    longer with ``connect_timeout``."""
+
+
+class PoolTimeoutError(DatabaseError):
+    """Every connection of pgmem's pool stayed busy for ``pool_timeout`` seconds: raise
+    ``pool_max_size`` or ``pool_timeout``, or make fewer calls at once. The server is fine."""
+
+
+class StatementRefusedError(DatabaseError):
+    """The driver refused a statement before sending it (e.g. more than 65,535 parameters):
+    nothing was sent and the connection is fine; trying again would fail again."""
+
+
 class QueryTimeoutError(DatabaseError):
     """A statement ran longer than the server's statement_timeout (or waited for a lock longer
     than lock_timeout) and was cancelled."""
@@ -104,8 +134,11 @@ def server_message(exc: psycopg.Error) -> str:
     return exc.diag.message_primary or str(exc).splitlines()[0]
 
 
-def translate(exc: psycopg.Error) -> DatabaseError:
-    """The :class:`DatabaseError` subclass that stands for a psycopg error."""
+def translate(exc: psycopg.Error, conn: psycopg.BaseConnection[Any] | None = None) -> DatabaseError:
+    """The :class:`DatabaseError` subclass that stands for a psycopg error (raised on ``conn``,
+    when known: an error without SQLSTATE that leaves it working came from the driver itself)."""
+    if refused_by_driver(exc, conn):
+        return StatementRefusedError(f"the driver refused the statement, nothing was sent: {exc}")
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return QueryTimeoutError(f"statement cancelled: {exc}")
     if isinstance(exc, psycopg.errors.LockNotAvailable):
@@ -123,6 +156,35 @@ def translate(exc: psycopg.Error) -> DatabaseError:
     return DatabaseError(f"{type(exc).__name__}: {exc}")
 
 
+def refused_by_driver(exc: psycopg.Error, conn: psycopg.BaseConnection[Any] | None) -> bool:
+    """Whether libpq or psycopg refused a statement on ``conn`` before the server saw it (as
+    libpq does past 65,535 parameters): no SQLSTATE, and the connection still works."""
+    return (
+        conn is not None
+        and exc.sqlstate is None
+        and isinstance(exc, psycopg.OperationalError)
+        and not isinstance(exc, psycopg.errors.PipelineAborted)
+        and not conn.closed
+        and not conn.broken
+        and conn.pgconn.status == psycopg.pq.ConnStatus.OK
+        and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
+        and conn.info.transaction_status
+        in (psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.INTRANS)
+    )
+
+
+def connect_failed(exc: psycopg.Error, connect_timeout: float | None = None) -> DatabaseError:
+    """The error for a connection that could not be made (:class:`ConnectError` unless the
+    server answered with a SQLSTATE, e.g. a missing database)."""
+    if exc.sqlstate is not None and not exc.sqlstate.startswith("08"):
+        return translate(exc)
+    waited = "" if connect_timeout is None else f" (connect_timeout={connect_timeout:g} s)"
+    return ConnectError(
+        f"could not connect to PostgreSQL{waited}: {str(exc).strip()}; check the DSN and that "
+        "the server runs, or raise connect_timeout"
+    )
+
+
 def _connection_lost(exc: psycopg.Error) -> bool:
     sqlstate = exc.sqlstate
     if sqlstate is not None:
@@ -135,9 +197,10 @@ def _connection_lost(exc: psycopg.Error) -> bool:
 
 
 @contextlib.contextmanager
-def wrap_db_errors() -> Iterator[None]:
-    """Raise psycopg errors from inside the block as :class:`DatabaseError` subclasses."""
+def wrap_db_errors(conn: psycopg.BaseConnection[Any] | None = None) -> Iterator[None]:
+    """Raise psycopg errors from inside the block (on ``conn``, when known) as
+    :class:`DatabaseError` subclasses."""
     try:
         yield
     except psycopg.Error as exc:
-        raise translate(exc) from exc
+        raise translate(exc, conn) from exc

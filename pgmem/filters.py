@@ -98,6 +98,7 @@ than 32 levels.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -108,9 +109,9 @@ from typing import TYPE_CHECKING, TypeGuard
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pgmem.errors import FilterError
+from pgmem.errors import FilterError, FilterLimitError
 from pgmem.queries import NO_FILTER
-from pgmem.validate import is_utf8
+from pgmem.validate import DEFAULT_LIMITS, Limits, is_utf8
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -151,13 +152,31 @@ class _Compiler:
 
     column: sql.Composable
     prefix: str
+    limits: Limits = DEFAULT_LIMITS
     params: dict[str, object] = field(default_factory=dict)
+    conditions: int = 0
 
     def bind(self, value: object) -> sql.Placeholder:
         """Bind ``value`` to the next parameter name and return its placeholder."""
+        if len(self.params) >= self.limits.max_filter_parameters:
+            limit = self.limits.max_filter_parameters
+            raise FilterLimitError(
+                f"filters bind more than {limit} values; the limit is {limit} "
+                "(Limits.max_filter_parameters)"
+            )
         name = f"{self.prefix}{len(self.params)}"
         self.params[name] = value
         return sql.Placeholder(name)
+
+    def count(self, conditions: int = 1) -> None:
+        """Count ``conditions`` more operator applications (FilterLimitError past the limit)."""
+        self.conditions += conditions
+        limit = self.limits.max_filter_conditions
+        if self.conditions > limit:
+            raise FilterLimitError(
+                f"filters hold more than {limit} conditions; the limit is {limit} "
+                "(Limits.max_filter_conditions)"
+            )
 
 
 @dataclass(frozen=True)
@@ -183,6 +202,7 @@ def compile_filters(
     *,
     column: LiteralString = "m.metadata",
     prefix: str = "f",
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[sql.Composable, dict[str, object]]:
     """Compile a Mem0-style metadata filter into a SQL condition over a jsonb column.
 
@@ -194,8 +214,10 @@ def compile_filters(
     Returns the condition and the parameters to execute it with. ``None`` and ``{}`` compile to
     ``TRUE`` with no parameters.
 
-    Raises :class:`~pgmem.errors.FilterError` if the filter is not valid, and ``ValueError`` if
-    ``column`` or ``prefix`` is not a plain (optionally qualified) SQL name.
+    Raises :class:`~pgmem.errors.FilterError` if the filter is not valid,
+    :class:`~pgmem.errors.FilterLimitError` if it is larger than ``limits`` allow (bytes as JSON,
+    conditions, bound values: checked as it compiles, so a huge filter fails early), and
+    ``ValueError`` if ``column`` or ``prefix`` is not a plain (optionally qualified) SQL name.
     """
     if not _COLUMN.fullmatch(column):
         raise ValueError(f"column must be a plain or qualified SQL name, got {column!r}")
@@ -207,7 +229,8 @@ def compile_filters(
         return NO_FILTER, {}
     if isinstance(filters, Mapping) and not filters:
         return NO_FILTER, {}
-    compiler = _Compiler(sql.SQL(column), prefix)
+    _check_size(filters, limits.max_filter_bytes)
+    compiler = _Compiler(sql.SQL(column), prefix, limits)
     condition = _compile_filter(filters, "filters", 1, compiler)
     return condition, compiler.params
 
@@ -260,6 +283,7 @@ def _compile_entry(raw_key: object, value: object, where: str, c: _Compiler) -> 
                 "use {'in': [...]} to match any of a list",
             )
         _check_scalar(target, "eq", value)
+        c.count()
         return _eq(target, value, c)
     target = _Target(where, key, segments)
     if not value:
@@ -296,8 +320,22 @@ def _parse_key(key: object, where: str) -> tuple[str, tuple[str, ...]]:
     return key, segments
 
 
+def _check_size(filters: object, limit: int) -> None:
+    """FilterLimitError when ``filters`` take more than ``limit`` bytes as JSON. (A filter that
+    is no JSON, or nests too deep for it, gets its own error from the compilation.)"""
+    try:
+        size = len(json.dumps(filters, default=repr).encode())
+    except (TypeError, ValueError, RecursionError):
+        return
+    if size > limit:
+        raise FilterLimitError(
+            f"filters have {size} bytes as JSON; the limit is {limit} (Limits.max_filter_bytes)"
+        )
+
+
 def _compile_operator(target: _Target, op: object, arg: object, c: _Compiler) -> sql.Composable:
     """Compile one operator applied to ``target``."""
+    c.count()
     if op == "eq" or op == "ne":
         _check_scalar(target, op, arg)
         condition = _eq(target, arg, c)
@@ -379,6 +417,7 @@ def _in(target: _Target, op: str, arg: object, c: _Compiler) -> sql.Composable:
             )
         _check_finite(target, op, item)
         _check_no_nul(target, op, item)
+    c.count(len(arg) - 1)  # each item is a condition
     return _join("OR", [_eq(target, item, c) for item in arg])
 
 

@@ -17,6 +17,7 @@ from pgmem import operations, validate
 from pgmem.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_POOL_TIMEOUT,
     Connector,
     Source,
     retryable,
@@ -106,11 +107,16 @@ class Memory(operations.Configured):
     sigmoid table, entity matches from similarity 0.5); see :mod:`pgmem.scoring`.
     ``max_text_length``: the longest text or query accepted, in characters.
     ``connect_timeout``: seconds pgmem's own pool may take to connect before a call raises
-    :class:`~pgmem.errors.ConnectionLostError` naming the reason.
+    :class:`~pgmem.errors.ConnectError` naming the reason. ``pool_timeout`` (default 30):
+    seconds a call waits for a free connection of that pool (``pool_max_size`` of them, default
+    10) before :class:`~pgmem.errors.PoolTimeoutError`.
     ``lock_timeout``: seconds a statement on pgmem's own pool waits for a lock (another
     transaction's) before the call raises :class:`~pgmem.errors.LockTimeoutError`, which writes
     nothing and may be retried -- unless the server, role or DSN sets ``lock_timeout`` itself. A
     connection or pool the caller passes keeps its own settings.
+    ``limits``: a :class:`pgmem.Limits`, the largest texts, queries, metadata and filters
+    accepted (each refusal a :class:`~pgmem.errors.LimitError` naming its field; see
+    docs/limits.md); ``max_text_length``, when given, replaces its ``max_text_length``.
     ``ts_config``: the PostgreSQL text search configuration of the keyword lexemes -- ``english``
     (default; else ``PGMEM_TS_CONFIG``), ``simple``, ``german``, ``french``... -- which ``add``,
     ``update`` and ``search`` take per call too (see :mod:`pgmem.languages`). A spaCy model
@@ -135,14 +141,17 @@ class Memory(operations.Configured):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         ts_config: str | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        limits: validate.Limits | None = None,
     ) -> None:
         self._ops = operations.Operations(
             embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
             keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
-            scoring_name=scoring,
+            scoring_name=scoring, limits=limits,
         )
         self._connector = Connector(
-            db, max_size=pool_max_size, connect_timeout=connect_timeout, lock_timeout=lock_timeout
+            db, max_size=pool_max_size, connect_timeout=connect_timeout,
+            lock_timeout=lock_timeout, pool_timeout=pool_timeout,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -265,6 +274,8 @@ class Memory(operations.Configured):
         Raises:
             InvalidInputError: a malformed id, a bad text or metadata, or neither given.
             NotFoundError: this tenant has no memory with the id (in the scope given).
+            DuplicateError: another memory of its scope has the new text -- the rule of
+                :meth:`add`'s ``dedupe``, under the same lock (nothing is written).
             EmbeddingError, SchemaError, DatabaseError: as :meth:`add`.
         """
         return run(self._connector, self._ops.update(

@@ -47,6 +47,7 @@ from pgmem.embedding_space import (
 from pgmem.errors import (
     ConfigurationError,
     DimensionMismatchError,
+    DuplicateError,
     IdTakenError,
     InvalidInputError,
     IsolationError,
@@ -323,6 +324,14 @@ def update_steps(
         raise not_found(tenant, memory_id)
     if within:
         yield from get_steps(store, tenant, memory_id, within)
+    if params["content_hash"] is not None:  # a new text: add's duplicate rule, under its lock
+        yield store.lock_update_content(params)
+        duplicate = yield from result_of(store.update_duplicate(params))
+        if duplicate is not None:
+            raise DuplicateError(
+                f"memory {duplicate} of this scope already has this text: the update of "
+                f"{memory_id} is refused, nothing was written"
+            )
     yield store.lock_linked_entities(params)
     row = yield from result_of(store.update_memory(params))
     if row is None:  # not after lock_memory found it
@@ -552,6 +561,7 @@ class Operations:
         max_text_length: int,
         ts_config: str | None = None,
         scoring_name: str = scoring.DEFAULT.name,
+        limits: validate.Limits | None = None,
     ) -> None:
         if keyword_score not in scoring.KEYWORD_SCORES:
             raise ConfigurationError(
@@ -566,7 +576,8 @@ class Operations:
         validate.scope(tenant, "-", None, None)  # checks the tenant
         self.tenant = tenant
         self.keyword_score = keyword_score
-        self.max_text_length = validate.max_text_length(max_text_length)
+        self.limits = validate.limits(limits, max_text_length)
+        self.max_text_length = self.limits.max_text_length
         self.embedder = make_embedder(embedder)
         self._entity_vectors = VectorCache()
         # Embeds a query while spaCy analyses it (see _query_vectors).
@@ -614,7 +625,7 @@ class Operations:
         """See :meth:`pgmem.Memory.add`."""
         item = validate.new_memory(
             self.tenant, text, metadata, user_id, agent_id, run_id,
-            max_length=self.max_text_length,
+            limits=self.limits,
         )
         text_search = yield from self._text_search(ts_config)
         results = yield from self._add_batch([item], dedupe=dedupe, text_search=text_search)
@@ -635,7 +646,7 @@ class Operations:
         """See :meth:`pgmem.Memory.add_many`."""
         checked = validate.items(
             items, tenant=self.tenant, user_id=user_id, agent_id=agent_id, run_id=run_id,
-            max_length=self.max_text_length,
+            limits=self.limits,
         )
         size = validate.batch_size(batch_size)
         text_search = yield from self._text_search(ts_config)
@@ -665,7 +676,7 @@ class Operations:
         guard = validate.within(user_id, agent_id, run_id)
         if text is None and metadata is None:
             raise InvalidInputError("update needs a new text, new metadata or both")
-        meta = None if metadata is None else validate.metadata(metadata)
+        meta = None if metadata is None else validate.metadata(metadata, self.limits)
         vectors_of: VectorsOf | None = None
         if text is None:
             params = update_params(self.tenant, checked_id, metadata=meta)
@@ -739,7 +750,7 @@ class Operations:
         """See :meth:`pgmem.Memory.get_all`."""
         scope = validate.scope(self.tenant, user_id, agent_id, run_id)
         checked_limit = validate.limit(limit)
-        condition, filter_params = compile_filters(filters)
+        condition, filter_params = compile_filters(filters, limits=self.limits)
         after = None if cursor is None else decode_cursor(cursor)
         params = list_params(scope, filter_params, limit=checked_limit, after=after)
         return (
@@ -1076,6 +1087,10 @@ class Operations:
             self._space, self._space_read = space, time.monotonic()
         return self._space
 
+    def _checked_query(self, query: object) -> str:
+        longest, setting = validate.query_limit(self.limits)
+        return validate.text(query, what="query", max_length=longest, setting=setting)
+
     def _search_request(
         self,
         query: str,
@@ -1096,10 +1111,10 @@ class Operations:
         )
         if not checked_legs or not all(isinstance(leg, str) and leg in LEGS for leg in checked_legs):
             raise InvalidInputError(f"legs must be among {LEGS}, got {validate.shown(legs)}")
-        condition, filter_params = compile_filters(filters)
+        condition, filter_params = compile_filters(filters, limits=self.limits)
         return SearchRequest(
             scope=validate.scope(self.tenant, user_id, agent_id, run_id),
-            query=validate.text(query, what="query", max_length=self.max_text_length),
+            query=self._checked_query(query),
             limit=validate.limit(limit),
             threshold=validate.threshold(threshold),
             condition=condition,
@@ -1142,8 +1157,13 @@ class Configured:
 
     @property
     def max_text_length(self) -> int:
-        """The longest text or query accepted, in characters."""
+        """The longest text accepted, in characters."""
         return self._ops.max_text_length
+
+    @property
+    def limits(self) -> validate.Limits:
+        """The largest inputs accepted (see :class:`pgmem.Limits`)."""
+        return self._ops.limits
 
     @property
     def embedder(self) -> Any:

@@ -18,6 +18,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from pgmem.errors import StatementRefusedError
 from pgmem.queries import NAMESPACE_SCOPES, NO_FILTER, SCOPE_IDS, Queries, raw_queries
 
 Row = dict[str, Any]
@@ -164,6 +165,10 @@ def explain_statements(
     )
 
 
+#: The most parameters a statement can carry (the protocol counts them in 16 bits).
+MAX_PARAMETERS = 65_535
+
+
 class Store:
     """pgmem's statements for one schema."""
 
@@ -204,6 +209,14 @@ class Store:
     def lock_memory(self, params: Row) -> Statement[bool]:
         """Lock memory ``id`` for this transaction; False when the tenant has no such memory."""
         return self._statement("lock_memory", params, "one", _found)
+
+    def lock_update_content(self, params: Row) -> Statement[None]:
+        """Take the duplicate lock of an update's new text in its memory's scope."""
+        return self._statement("lock_update_content", params, "all", _nothing)
+
+    def update_duplicate(self, params: Row) -> Statement[uuid.UUID | None]:
+        """Another memory of the scope holding the update's new text, or None."""
+        return self._statement("update_duplicate", params, "one", _id)
 
     def lock_scope_memories(self, params: Row) -> Statement[list[uuid.UUID]]:
         """Lock every memory of the scope for this transaction; their ids."""
@@ -288,6 +301,12 @@ class Store:
         prepare: bool | None = None,
         binary: bool = False,
     ) -> Statement[T]:
+        if len(params) > MAX_PARAMETERS:  # libpq would refuse it client-side
+            raise StatementRefusedError(
+                f"the {name} statement would carry {len(params)} parameters, more than the "
+                f"{MAX_PARAMETERS} PostgreSQL's protocol allows: nothing was sent (lower the "
+                "filter limits of pgmem.Limits)"
+            )
         scope_ids = [
             column for column in (*SCOPE_IDS, *NAMESPACE_SCOPES) if params.get(column) is not None
         ]
@@ -312,6 +331,10 @@ def _row(row: Row | None) -> Row | None:
 
 def _found(row: Row | None) -> bool:
     return row is not None
+
+
+def _id(row: Row | None) -> uuid.UUID | None:
+    return None if row is None else row["id"]
 
 
 def _ids(rows: list[Row]) -> list[uuid.UUID]:

@@ -14,12 +14,66 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pgmem.errors import ConfigurationError, InvalidInputError, ScopeError
+from pgmem.errors import ConfigurationError, InvalidInputError, LimitError, ScopeError
 
 MAX_TEXT_LENGTH = 10_000  # characters; Memory(max_text_length=...) changes it
+# The most max_text_length may be set to: spaCy analyses at most 1,000,000 characters at once,
+# and a text's analysis and keyword lexemes grow with it (see docs/limits.md).
+MAX_TEXT_LENGTH_CEILING = 100_000
 MAX_LIMIT = 1000
 MAX_SCOPE_LENGTH = 255
 MAX_METADATA_BYTES = 64_000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The largest inputs a ``Memory`` accepts (``Memory(limits=Limits(...))``). Each is checked
+    before any model or database work, and a larger input raises
+    :class:`~pgmem.errors.LimitError` (for filters :class:`~pgmem.errors.FilterLimitError`)
+    naming the field. The defaults keep every call fast and every stored row readable.
+
+    ``max_text_length`` (characters of a memory's text; at most ``MAX_TEXT_LENGTH_CEILING``) and
+    ``max_query_length`` (of a search query; None: ``max_text_length``); ``max_metadata_bytes`` (as JSON, UTF-8) and
+    ``max_metadata_depth`` (nesting of objects and arrays, the metadata object itself being 1);
+    ``max_filter_conditions`` (operators applied to keys, each ``in`` / ``nin`` item counted),
+    ``max_filter_parameters`` (values bound to the statement; libpq refuses over 65,535) and
+    ``max_filter_bytes`` (the filter as JSON).
+    """
+
+    max_text_length: int = MAX_TEXT_LENGTH
+    max_query_length: int | None = None
+    max_metadata_bytes: int = MAX_METADATA_BYTES
+    max_metadata_depth: int = 32
+    max_filter_conditions: int = 1_000
+    max_filter_parameters: int = 5_000
+    max_filter_bytes: int = 64_000
+
+    def __post_init__(self) -> None:
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if value is None and item.name == "max_query_length":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(
+                    f"Limits.{item.name} must be a positive integer, got {shown(value)}"
+                )
+        for name in ("max_text_length", "max_query_length"):
+            if (getattr(self, name) or 0) > MAX_TEXT_LENGTH_CEILING:
+                raise ConfigurationError(
+                    f"{name} may be at most {MAX_TEXT_LENGTH_CEILING} characters, got "
+                    f"{getattr(self, name)}: longer texts are refused (split them into several "
+                    "memories)"
+                )
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def query_limit(limits: Limits) -> tuple[int, str]:
+    """The longest query ``limits`` accept, and the setting that says so."""
+    if limits.max_query_length is None:
+        return limits.max_text_length, "max_text_length"
+    return limits.max_query_length, "Limits.max_query_length"
 
 
 @dataclass(frozen=True)
@@ -86,20 +140,24 @@ def _identifier(name: str, value: object) -> str | None:
     return value
 
 
-def text(value: object, *, what: str = "text", max_length: int = MAX_TEXT_LENGTH) -> str:
-    """A memory text or query: a non-blank string without NUL, at most ``max_length`` long."""
+def text(
+    value: object, *, what: str = "text", max_length: int = MAX_TEXT_LENGTH,
+    setting: str = "max_text_length",
+) -> str:
+    """A memory text or query: a non-blank string without NUL, at most ``max_length`` long
+    (else :class:`LimitError` naming ``setting``)."""
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
+    if len(value) > max_length:  # first: the checks below read the whole string
+        raise LimitError(
+            f"{what} has {len(value)} characters; the limit is {max_length} ({setting})"
+        )
     if not value.strip():
         raise InvalidInputError(f"{what} is empty")
     if "\x00" in value:
         raise InvalidInputError(f"{what} contains a NUL character, which PostgreSQL cannot store")
     if not is_utf8(value):
         raise InvalidInputError(f"{what} contains a lone surrogate, which is not valid Unicode")
-    if len(value) > max_length:
-        raise InvalidInputError(
-            f"{what} has {len(value)} characters; the maximum is {max_length}"
-        )
     return value
 
 
@@ -134,19 +192,24 @@ def shown(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
-def metadata(value: object) -> dict[str, Any]:
-    """A JSON object of at most MAX_METADATA_BYTES, with no NUL and no NaN or infinity."""
+def metadata(value: object, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """A JSON object with no NUL and no NaN or infinity, within ``limits``' metadata depth
+    and size (else :class:`LimitError`)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"metadata must be a dict, got {type(value).__name__}")
+    _check_json_strings(value, limits.max_metadata_depth)  # the depth first: dumps recurses
     try:
         encoded = json.dumps(dict(value), allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"metadata is not JSON-serialisable: {exc}") from exc
-    _check_json_strings(value)
-    if len(encoded.encode()) > MAX_METADATA_BYTES:
-        raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
+    size = len(encoded.encode())
+    if size > limits.max_metadata_bytes:
+        raise LimitError(
+            f"metadata has {size} bytes as JSON; the limit is {limits.max_metadata_bytes} "
+            "(Limits.max_metadata_bytes)"
+        )
     return dict(value)
 
 
@@ -159,17 +222,23 @@ def is_utf8(value: str) -> bool:
     return True
 
 
-def _check_json_strings(value: object) -> None:
+def _check_json_strings(value: object, max_depth: int) -> None:
     """Raise unless every string (key or value) in a JSON-serialisable value is storable --
-    jsonb rejects NUL characters and lone surrogates -- and every key is a string."""
-    stack = [value]
+    jsonb rejects NUL characters and lone surrogates --, every key is a string, and objects and
+    arrays nest at most ``max_depth`` deep (a deeper value is LimitError)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
+        if isinstance(item, (Mapping, list, tuple)) and depth > max_depth:
+            raise LimitError(
+                f"metadata nests deeper than {max_depth} levels of objects and arrays; the "
+                f"limit is {max_depth} (Limits.max_metadata_depth)"
+            )
         if isinstance(item, str):
             strings: Iterable[object] = (item,)
         elif isinstance(item, Mapping):
             strings = item.keys()
-            stack.extend(item.values())
+            stack.extend((child, depth + 1) for child in item.values())
             for key in strings:
                 if not isinstance(key, str):  # json.dumps would make it a string
                     raise InvalidInputError(
@@ -177,7 +246,7 @@ def _check_json_strings(value: object) -> None:
                     )
         elif isinstance(item, (list, tuple)):
             strings = ()
-            stack.extend(item)
+            stack.extend((child, depth + 1) for child in item)
         else:
             continue
         for string in strings:
@@ -193,13 +262,21 @@ def _check_json_strings(value: object) -> None:
                 )
 
 
-def max_text_length(value: object) -> int:
-    """The ``max_text_length`` setting: a positive integer. Raises ConfigurationError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def limits(given: object, max_text_length: object) -> Limits:
+    """The limits of a ``Memory``: ``given`` (None: the defaults) with its ``max_text_length``
+    replaced by the ``max_text_length`` argument when that is not the default.
+    Raises ConfigurationError."""
+    if given is None:
+        given = DEFAULT_LIMITS
+    if not isinstance(given, Limits):
+        raise ConfigurationError(f"limits must be a pgmem.Limits, got {type(given).__name__}")
+    if max_text_length == MAX_TEXT_LENGTH:
+        return given
+    if isinstance(max_text_length, bool) or not isinstance(max_text_length, int):
         raise ConfigurationError(
-            f"max_text_length must be a positive integer, got {shown(value)}"
+            f"max_text_length must be a positive integer, got {shown(max_text_length)}"
         )
-    return value
+    return dataclasses.replace(given, max_text_length=max_text_length)
 
 
 def memory_id(value: object) -> uuid.UUID:
@@ -246,13 +323,13 @@ def new_memory(
     agent_id: str | None,
     run_id: str | None,
     *,
-    max_length: int = MAX_TEXT_LENGTH,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> NewMemory:
     """One checked memory to add. Raises ScopeError or InvalidInputError."""
     return NewMemory(
         scope=scope(tenant, user_id, agent_id, run_id),
-        text=text(text_value, max_length=max_length),
-        metadata=metadata(metadata_value),
+        text=text(text_value, max_length=limits.max_text_length),
+        metadata=metadata(metadata_value, limits),
     )
 
 
@@ -263,7 +340,7 @@ def items(
     user_id: str | None = None,
     agent_id: str | None = None,
     run_id: str | None = None,
-    max_length: int = MAX_TEXT_LENGTH,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> list[NewMemory]:
     """The checked items of ``add_many``, all of them before any is written.
 
@@ -279,7 +356,7 @@ def items(
     first_with_id: dict[uuid.UUID, int] = {}
     for index, item in enumerate(values):
         try:
-            checked.append(_item(item, tenant, user_id, agent_id, run_id, max_length))
+            checked.append(_item(item, tenant, user_id, agent_id, run_id, limits))
         except InvalidInputError as exc:
             raise type(exc)(f"items[{index}]: {exc}") from None
         kept_id = checked[-1].id
@@ -299,10 +376,10 @@ def _item(
     user_id: str | None,
     agent_id: str | None,
     run_id: str | None,
-    max_length: int,
+    limits: Limits,
 ) -> NewMemory:
     if isinstance(item, str):
-        return new_memory(tenant, item, None, user_id, agent_id, run_id, max_length=max_length)
+        return new_memory(tenant, item, None, user_id, agent_id, run_id, limits=limits)
     if not isinstance(item, Mapping):
         raise InvalidInputError(f"an item must be a str or a dict, got {type(item).__name__}")
     unknown = [key for key in item if key not in ITEM_KEYS + IMPORT_KEYS]
@@ -320,7 +397,7 @@ def _item(
         item.get("user_id", user_id),
         item.get("agent_id", agent_id),
         item.get("run_id", run_id),
-        max_length=max_length,
+        limits=limits,
     )
     if not any(item.get(key) is not None for key in IMPORT_KEYS):
         return checked

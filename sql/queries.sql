@@ -581,6 +581,29 @@ SELECT m.id
  WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
    FOR UPDATE
 
+-- name: lock_update_content
+-- The duplicate lock of an update's new text: the lock lock_contents takes for an add of that
+-- text to the memory's scope, so that an add or another update of the same text to the scope
+-- waits for this one. A statement of its own, before update_duplicate, whose snapshot then sees
+-- whatever the previous holder committed.
+SELECT pg_advisory_xact_lock(hashtext('pgmem.content'),
+                             hashtext(jsonb_build_array(%(tenant)s::text, m.user_id, m.agent_id,
+                                                        m.run_id, %(content_hash)s::text)::text))
+  FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
+
+-- name: update_duplicate
+-- Another memory of the memory's scope (NULLs equal) with the update's new text; no row if none.
+SELECT d.id
+  FROM {schema}.memories m
+  JOIN {schema}.memories d
+    ON d.tenant = m.tenant AND d.content_hash = %(content_hash)s::text AND d.id <> m.id
+   AND d.user_id IS NOT DISTINCT FROM m.user_id
+   AND d.agent_id IS NOT DISTINCT FROM m.agent_id
+   AND d.run_id IS NOT DISTINCT FROM m.run_id
+ WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
+ LIMIT 1
+
 -- name: lock_scope_memories
 -- The ids of the scope's memories, locked (in id order) for delete_all.
 SELECT m.id

@@ -228,3 +228,21 @@ def test_stdio_through_the_cli(db_dsn: str) -> None:
                 assert await fails(client, "list", user_id="someone-else")
 
     anyio.run(main)
+
+
+def test_deep_metadata_and_huge_filters_are_tool_errors_naming_the_limit(
+    db_dsn: str, embedder: Any, analyzer: Any
+) -> None:
+    async def scenario(client: Client, memory: pgmem.AsyncMemory) -> None:
+        kept = await call(client, "add", text="Ana keeps a shallow note", user_id="ben")
+        deep: dict[str, Any] = {"leaf": 1}
+        for _ in range(40):  # past the limit of 32 (the SDK's client sends at most ~250)
+            deep = {"k": deep}
+        assert "max_metadata_depth" in await fails(
+            client, "add", text="Ana hides a deep note", user_id="ben", metadata=deep)
+        huge = {"OR": [{"k": i} for i in range(100_000)]}
+        assert "max_filter_bytes" in await fails(client, "list", user_id="ben", filters=huge)
+        listed = await call(client, "list", user_id="ben")  # the scope's reads keep working
+        assert [m["id"] for m in listed["memories"]] == [kept["id"]]
+
+    run(db_dsn, embedder, analyzer, scenario)

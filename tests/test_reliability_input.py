@@ -210,10 +210,10 @@ BAD_CALLS: dict[str, tuple[Callable[[pgmem.Memory, uuid.UUID], Any], type[pgmem.
         lambda m, i: m.add("x", user_id="u", metadata={"k": {1, 2}}), pgmem.InvalidInputError
     ),
     "metadata too large": (
-        lambda m, i: m.add("x", user_id="u", metadata={"k": "v" * 70_000}), pgmem.InvalidInputError
+        lambda m, i: m.add("x", user_id="u", metadata={"k": "v" * 70_000}), pgmem.LimitError
     ),
     "metadata too deep": (
-        lambda m, i: m.add("x", user_id="u", metadata=_nested(100_000)), pgmem.InvalidInputError
+        lambda m, i: m.add("x", user_id="u", metadata=_nested(100_000)), pgmem.LimitError
     ),
     "metadata huge int": (
         lambda m, i: m.add("x", user_id="u", metadata={"k": 10**5000}), pgmem.InvalidInputError
@@ -257,7 +257,7 @@ def test_the_maximum_text_length_is_configurable(
             lambda: mem.search("q" * 21, user_id="u"),
             lambda: mem.update(kept.id, text="w" * 21),
         ):
-            expect_nothing_written(db_dsn, call, pgmem.InvalidInputError, match="maximum is 20")
+            expect_nothing_written(db_dsn, call, pgmem.LimitError, match="limit is 20")
         # characters, not bytes: 20 four-byte emoji fit
         assert mem.add("🍕" * 20, user_id="u").text == "🍕" * 20
     for bad in (0, -5, True, 2.5, "100", None):

@@ -141,7 +141,7 @@ def read_rows(text: str, fmt: str, source: str) -> Rows:
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:  # too deep for Python's parser
             raise InvalidInputError(f"{source} is not valid JSON: {exc}") from None
         return [(i + 1, _json_item(item, source, i + 1)) for i, item in enumerate(items)]
     rows = []
@@ -150,7 +150,7 @@ def read_rows(text: str, fmt: str, source: str) -> Rows:
             continue
         try:
             item = json.loads(line)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise InvalidInputError(f"{source}, line {number}: not valid JSON: {exc}") from None
         rows.append((number, _json_item(item, source, number)))
     return rows

@@ -76,7 +76,7 @@ def json_arg(value: str | None, what: str, error: type[InvalidInputError]) -> An
         return None
     try:
         parsed = json.loads(value)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:  # too deep for Python's parser
         raise error(f"{what} is not valid JSON: {exc}") from None
     if not isinstance(parsed, dict):
         raise error(f"{what} must be a JSON object, got {type(parsed).__name__}")

@@ -304,8 +304,7 @@ class _Reader:
             for row in rows:
                 item = memory_item(row, keep_vector=False)
                 try:
-                    validate.items([item], tenant=memory.tenant,
-                                   max_length=memory.max_text_length)
+                    validate.items([item], tenant=memory.tenant, limits=memory.limits)
                 except InvalidInputError as exc:
                     message = str(exc).removeprefix("items[0]: ")
                     raise type(exc)(f"{self.name}, row {row['id']}: {message}; nothing "
