@@ -18,7 +18,8 @@ delete, update, history), :mod:`~pgmem.cli.importing`, :mod:`~pgmem.cli.stats`,
 from __future__ import annotations
 
 from pgmem.cli.app import build_parser, main
-from pgmem.cli.session import LIBPQ_TARGETS, Session, configured_dsn, load_models
+from pgmem.cli.session import Session, load_models
+from pgmem.default_database import LIBPQ_TARGETS, configured_dsn
 from pgmem.embedding import SentenceTransformerEmbedder
 from pgmem.nlp import TextAnalyzer
 
