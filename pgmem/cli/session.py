@@ -31,11 +31,17 @@ def load_models() -> tuple[SentenceTransformerEmbedder, TextAnalyzer]:
     return SentenceTransformerEmbedder(), TextAnalyzer()
 
 
+def autostart_off(args: argparse.Namespace) -> bool:
+    """Whether ``--no-server`` or ``PGMEM_AUTOSTART=0`` (or false, no, off) turned the
+    background server's autostart off."""
+    off = os.environ.get(AUTOSTART_ENV, "").strip().lower() in ("0", "false", "no", "off")
+    return bool(args.no_server) or off
+
+
 def autostart(args: argparse.Namespace) -> bool:
     """Whether this command starts the background server when none runs: a command that
-    works on memories, without ``--no-server``, and ``PGMEM_AUTOSTART`` not ``0``."""
-    off = os.environ.get(AUTOSTART_ENV, "").strip().lower() in ("0", "false", "no", "off")
-    return bool(getattr(args, "autostart", False)) and not args.no_server and not off
+    works on memories (``autostart`` in its parser's defaults), unless :func:`autostart_off`."""
+    return bool(getattr(args, "autostart", False)) and not autostart_off(args)
 
 
 class Session:
