@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import operations, validate
+from pgmem import default_database, operations, validate
 from pgmem.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
@@ -29,6 +29,7 @@ from pgmem.languages import Analyzers
 from pgmem.migrate import DEFAULT_SCHEMA
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
+from pgmem.scoring import SEARCH_LIMIT
 from pgmem.store import execute_async, send_async
 
 if TYPE_CHECKING:
@@ -86,7 +87,8 @@ class AsyncMemory(operations.Configured):
     """Agent memory in PostgreSQL, for asyncio: every method of :class:`pgmem.Memory`, with the
     same arguments and results, as a coroutine.
 
-    ``db`` is a DSN (None uses ``PGMEM_DSN``, then libpq's ``PG*`` variables), or a psycopg
+    ``db`` is a DSN (None: as for :class:`~pgmem.Memory`, the embedded default when nothing is
+    configured), or a psycopg
     ``AsyncConnection`` or ``AsyncConnectionPool`` owned by the caller and never closed. As with
     ``Memory``, writes on a connection inside the caller's transaction (or outside autocommit)
     commit or roll back with it. The other arguments are ``Memory``'s. Nothing connects or
@@ -118,8 +120,8 @@ class AsyncMemory(operations.Configured):
             scoring_name=scoring, limits=limits,
         )
         self._connector = AsyncConnector(
-            db, max_size=pool_max_size, connect_timeout=connect_timeout,
-            lock_timeout=lock_timeout, pool_timeout=pool_timeout,
+            default_database.source(db, self._ops.schema), max_size=pool_max_size,
+            connect_timeout=connect_timeout, lock_timeout=lock_timeout, pool_timeout=pool_timeout,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -270,7 +272,7 @@ class AsyncMemory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_LIMIT,
         threshold: float = 0.1,
         filters: Mapping[str, Any] | None = None,
         rerank: bool = False,
@@ -292,7 +294,7 @@ class AsyncMemory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_LIMIT,
         filters: Mapping[str, Any] | None = None,
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
@@ -311,7 +313,7 @@ class AsyncMemory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_LIMIT,
         filters: Mapping[str, Any] | None = None,
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,

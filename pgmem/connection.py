@@ -26,7 +26,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
@@ -53,12 +53,26 @@ if TYPE_CHECKING:  # SQLAlchemy is imported only for a SQLAlchemy source (see _s
     from sqlalchemy.engine import Engine
     from sqlalchemy.orm import Session
 
+
+
+@runtime_checkable
+class LazyDsn(Protocol):
+    """A DSN found when pgmem's pool first opens (the embedded default,
+    :class:`pgmem.default_database.DefaultDatabase`), let go of when the pool closes."""
+
+    def dsn(self) -> str:
+        """The DSN (this may start a server)."""
+
+    def close(self) -> None:
+        """Let go of what :meth:`dsn` started."""
+
+
 #: What :class:`Connector` accepts (None: ``PGMEM_DSN``, then libpq's ``PG*`` variables).
 Source = Union[  # the SQLAlchemy names are strings: SQLAlchemy is imported only when used
-    str, psycopg.Connection, ConnectionPool, "Engine", "SAConnection", "Session", None
+    str, LazyDsn, psycopg.Connection, ConnectionPool, "Engine", "SAConnection", "Session", None
 ]
 #: What :class:`AsyncConnector` accepts.
-AsyncSource = str | psycopg.AsyncConnection | AsyncConnectionPool | None
+AsyncSource = str | LazyDsn | psycopg.AsyncConnection | AsyncConnectionPool | None
 
 ITERATIVE_SCAN_VERSION = (0, 8)
 CAPABILITIES_QUERY = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
@@ -336,10 +350,14 @@ class Connector:
         self._session: Session | None = None
         self._connect_timeout = connect_timeout
         self._pool_timeout = _positive("pool_timeout", pool_timeout)
+        self._pool_sizes = (min_size, max_size)
+        self._lazy: LazyDsn | None = None
         source = default_source(source)
         kind = _sqlalchemy_kind(source)
         sa_source: Any = source  # of the SQLAlchemy class that kind names
-        if isinstance(source, psycopg.Connection):
+        if isinstance(source, LazyDsn):
+            self._lazy = source  # the pool is made when it first opens
+        elif isinstance(source, psycopg.Connection):
             self._connection = source
         elif isinstance(source, ConnectionPool):
             self._pool = source
@@ -358,10 +376,7 @@ class Connector:
                 + (": use pgmem.AsyncMemory" if "Async" in type(source).__name__ else "")
             )
         else:
-            self._conninfo = source
-            self._connect_kwargs = _connect_kwargs(self._conninfo, connect_timeout)
-            self._pool_sizes = (min_size, max_size)
-            self._owned_pool = self._pool = self._new_pool()
+            self._use_conninfo(source)
         self._capabilities: weakref.WeakKeyDictionary[object, ServerCapabilities] = (
             weakref.WeakKeyDictionary()
         )
@@ -375,6 +390,11 @@ class Connector:
         with wrap_db_errors():
             conn.execute(LOCK_TIMEOUT_QUERY, (self._lock_timeout,))
         self._capabilities[conn] = prepare_connection(conn)
+
+    def _use_conninfo(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._connect_kwargs = _connect_kwargs(conninfo, self._connect_timeout)
+        self._owned_pool = self._pool = self._new_pool()
 
     def _new_pool(self) -> ConnectionPool:
         # Not opened here; and a psycopg pool that was closed (by close(), or by a failed
@@ -398,6 +418,8 @@ class Connector:
         until its timeout and then says only that it timed out, while this one fails at once
         with libpq's reason (refused, unknown host, authentication) or pgmem's (no pgvector).
         """
+        if self._lazy is not None and self._owned_pool is None:
+            self._use_conninfo(self._lazy.dsn())
         try:
             probe = psycopg.connect(self._conninfo, **self._connect_kwargs)
         except psycopg.ProgrammingError as exc:  # a malformed DSN
@@ -518,12 +540,12 @@ class Connector:
                 with _sqlalchemy_errors():
                     sa_connection.close()
             return
-        assert self._pool is not None
-        if self._owned_pool is not None and not self._opened:
+        if (self._owned_pool is not None or self._lazy is not None) and not self._opened:
             with self._lock:
                 if not self._opened:
                     self._open_pool()
                     self._opened = True
+        assert self._pool is not None
         with _pool_errors(self._pool, self._connect_timeout, self._pool_timeout, self._owned()), \
                 self._pool.connection() as conn:
             yield conn, False
@@ -532,12 +554,15 @@ class Connector:
         return self._owned_pool is not None and self._pool is self._owned_pool
 
     def close(self) -> None:
-        """Close pgmem's own pool; a caller's connection or pool is left open."""
+        """Close pgmem's own pool (and let go of a :class:`LazyDsn`'s server); a caller's
+        connection or pool is left open."""
         if self._owned_pool is not None:
             with self._lock:
                 self._owned_pool.close()
-                self._owned_pool = self._pool = self._new_pool()
+                self._owned_pool = self._pool = None if self._lazy else self._new_pool()
                 self._opened = False
+        if self._lazy is not None:
+            self._lazy.close()
 
 
 class AsyncConnector:
@@ -560,8 +585,12 @@ class AsyncConnector:
         self._connection: psycopg.AsyncConnection | None = None
         self._connect_timeout = connect_timeout
         self._pool_timeout = _positive("pool_timeout", pool_timeout)
+        self._pool_sizes = (min_size, max_size)
+        self._lazy: LazyDsn | None = None
         source = default_source(source)
-        if isinstance(source, psycopg.AsyncConnection):
+        if isinstance(source, LazyDsn):
+            self._lazy = source  # the pool is made when it first opens
+        elif isinstance(source, psycopg.AsyncConnection):
             self._connection = source
         elif isinstance(source, AsyncConnectionPool):
             self._pool = source
@@ -572,10 +601,7 @@ class AsyncConnector:
                 + ("" if "Async" in type(source).__name__ else ": use pgmem.Memory")
             )
         else:
-            self._conninfo = source
-            self._connect_kwargs = _connect_kwargs(self._conninfo, connect_timeout)
-            self._pool_sizes = (min_size, max_size)
-            self._owned_pool = self._pool = self._new_pool()
+            self._use_conninfo(source)
         self._capabilities: weakref.WeakKeyDictionary[object, ServerCapabilities] = (
             weakref.WeakKeyDictionary()
         )
@@ -587,6 +613,11 @@ class AsyncConnector:
         with wrap_db_errors():
             await conn.execute(LOCK_TIMEOUT_QUERY, (self._lock_timeout,))
         self._capabilities[conn] = await prepare_connection_async(conn)
+
+    def _use_conninfo(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._connect_kwargs = _connect_kwargs(conninfo, self._connect_timeout)
+        self._owned_pool = self._pool = self._new_pool()
 
     def _new_pool(self) -> AsyncConnectionPool:
         min_size, max_size = self._pool_sizes
@@ -604,6 +635,8 @@ class AsyncConnector:
     async def _open_pool(self) -> None:
         """Open pgmem's pool, or fail within the connect timeout saying why (as
         :meth:`Connector._open_pool`)."""
+        if self._lazy is not None and self._owned_pool is None:
+            self._use_conninfo(await asyncio.to_thread(self._lazy.dsn))
         try:
             probe = await psycopg.AsyncConnection.connect(self._conninfo, **self._connect_kwargs)
         except psycopg.ProgrammingError as exc:
@@ -688,12 +721,12 @@ class AsyncConnector:
         if self._connection is not None:
             yield self._connection, True
             return
-        assert self._pool is not None
-        if self._owned_pool is not None and not self._opened:
+        if (self._owned_pool is not None or self._lazy is not None) and not self._opened:
             async with self._lock:
                 if not self._opened:
                     await self._open_pool()
                     self._opened = True
+        assert self._pool is not None
         with _pool_errors(self._pool, self._connect_timeout, self._pool_timeout, self._owned()):
             async with self._pool.connection() as conn:
                 yield conn, False
@@ -702,9 +735,12 @@ class AsyncConnector:
         return self._owned_pool is not None and self._pool is self._owned_pool
 
     async def close(self) -> None:
-        """Close pgmem's own pool; a caller's connection or pool is left open."""
+        """Close pgmem's own pool (and let go of a :class:`LazyDsn`'s server); a caller's
+        connection or pool is left open."""
         if self._owned_pool is not None:
             async with self._lock:
                 await self._owned_pool.close()
-                self._owned_pool = self._pool = self._new_pool()
+                self._owned_pool = self._pool = None if self._lazy else self._new_pool()
                 self._opened = False
+        if self._lazy is not None:
+            await asyncio.to_thread(self._lazy.close)

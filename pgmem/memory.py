@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import operations, validate
+from pgmem import default_database, operations, validate
 from pgmem.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
@@ -27,6 +27,7 @@ from pgmem.languages import Analyzers
 from pgmem.migrate import DEFAULT_SCHEMA
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
+from pgmem.scoring import SEARCH_LIMIT
 from pgmem.store import execute, send
 
 if TYPE_CHECKING:
@@ -89,7 +90,9 @@ class Memory(operations.Configured):
     opens, so no lock is held while texts are embedded.
 
     ``db`` is a DSN (libpq URL or key=value; None uses ``PGMEM_DSN``, then libpq's ``PG*``
-    variables), or what the caller owns and pgmem never closes: a psycopg ``Connection`` or
+    variables when PGHOST, PGDATABASE or PGSERVICE is set, else the embedded default -- the
+    running ``pgmem server``'s PostgreSQL or a private one, migrated, let go of on
+    :meth:`close`: see :mod:`pgmem.default_database`), or what the caller owns and pgmem never closes: a psycopg ``Connection`` or
     ``ConnectionPool``, or a SQLAlchemy ``Engine``, ``Connection`` or ``Session`` (driver
     ``postgresql+psycopg``). A pool or Engine lends a connection per call, and the call commits
     its own work. On a Connection or Session the writes join the caller's transaction -- a
@@ -150,8 +153,8 @@ class Memory(operations.Configured):
             scoring_name=scoring, limits=limits,
         )
         self._connector = Connector(
-            db, max_size=pool_max_size, connect_timeout=connect_timeout,
-            lock_timeout=lock_timeout, pool_timeout=pool_timeout,
+            default_database.source(db, self._ops.schema), max_size=pool_max_size,
+            connect_timeout=connect_timeout, lock_timeout=lock_timeout, pool_timeout=pool_timeout,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -413,7 +416,7 @@ class Memory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_LIMIT,
         threshold: float = 0.1,
         filters: Mapping[str, Any] | None = None,
         rerank: bool = False,
@@ -453,7 +456,7 @@ class Memory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_LIMIT,
         filters: Mapping[str, Any] | None = None,
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
@@ -478,7 +481,7 @@ class Memory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_LIMIT,
         filters: Mapping[str, Any] | None = None,
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,

@@ -87,6 +87,7 @@ from pgmem.pipeline import (
     batch_entities,
     decode_cursor,
     delete_params,
+    duplicate_params,
     fuse_rows,
     history_events,
     insert_params,
@@ -652,7 +653,7 @@ class Operations:
         text_search = yield from self._text_search(ts_config)
         results: list[AddResult] = []
         for start in range(0, len(checked), size):
-            results.extend((yield from self._add_batch(
+            results.extend((yield from self._add_new(
                 checked[start : start + size], dedupe=dedupe, text_search=text_search,
                 first=start,
             )))
@@ -678,10 +679,15 @@ class Operations:
             raise InvalidInputError("update needs a new text, new metadata or both")
         meta = None if metadata is None else validate.metadata(metadata, self.limits)
         vectors_of: VectorsOf | None = None
-        if text is None:
+        new_text = None if text is None else validate.text(text, max_length=self.max_text_length)
+        if new_text is None:
             params = update_params(self.tenant, checked_id, metadata=meta)
         else:
-            new_text = validate.text(text, max_length=self.max_text_length)
+            # A missing memory (or one outside the guard's scope) is said before the new text's
+            # model work; update_steps checks again under the memory's lock.
+            yield from transaction(
+                lambda _: get_steps(self.store, self.tenant, checked_id, guard)
+            )
             text_search = yield from self._text_search(ts_config)
             space = yield from self._checked_space()
             vectors_of = (space, self.embedder_name)
@@ -906,6 +912,24 @@ class Operations:
                 )
             )
         )
+
+    def _add_new(
+        self, items: Sequence[NewMemory], *, dedupe: bool, text_search: TextSearch,
+        first: int = 0,
+    ) -> Operation[list[AddResult]]:
+        """:meth:`_add_batch`, unless ``dedupe`` and every item's scope already holds its text
+        (and no item brings an id of its own): then the batch's duplicates, found before any
+        model work -- a batch already stored (an import run again) loads no model."""
+        if dedupe and items and all(item.id is None for item in items):
+            params = duplicate_params(self.tenant, items)
+            rows = yield from transaction(
+                lambda _: result_of(self.store.stored_duplicates(params))
+            )
+            if len(rows) == len(items):
+                return add_results(self.tenant, rows)
+        return (yield from self._add_batch(
+            items, dedupe=dedupe, text_search=text_search, first=first
+        ))
 
     def _add_batch(
         self, items: Sequence[NewMemory], *, dedupe: bool, text_search: TextSearch,

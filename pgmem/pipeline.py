@@ -375,6 +375,17 @@ def insert_params(
     }
 
 
+def duplicate_params(tenant: str, items: Sequence[NewMemory]) -> dict[str, Any]:
+    """Parameters of ``stored_duplicates`` for ``items``."""
+    return {
+        "tenant": tenant,
+        "user_ids": [item.scope.user_id for item in items],
+        "agent_ids": [item.scope.agent_id for item in items],
+        "run_ids": [item.scope.run_id for item in items],
+        "content_hashes": [content_hash(item.text) for item in items],
+    }
+
+
 def memory_params(tenant: str, memory_id: uuid.UUID) -> dict[str, Any]:
     """Parameters of the statements about one memory (``get_memory``, ``lock_memory``,
     ``lock_linked_entities``, ``delete_memories``, ``memory_history``)."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,28 @@ class AddResult(MemoryRecord):
 
 
 @dataclass(frozen=True)
-class Page:
-    """One page of ``get_all``: its memories, and the cursor of the next page (None at the end)."""
+class Page(Sequence[MemoryRecord]):
+    """One page of ``get_all``: its memories (``items``), and the cursor of the next page
+    (``next_cursor``, None at the end). A sequence of its memories: ``len(page)``,
+    ``for record in page``, ``page[0]`` (an empty page is false)."""
 
     items: tuple[MemoryRecord, ...]
     next_cursor: str | None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> MemoryRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[MemoryRecord, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> MemoryRecord | tuple[MemoryRecord, ...]:
+        return self.items[index]
+
+    def __iter__(self) -> Iterator[MemoryRecord]:
+        return iter(self.items)
 
 
 @dataclass(frozen=True)

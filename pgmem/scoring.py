@@ -62,6 +62,8 @@ ENTITY_NEIGHBOURS = 16
 # How many places on each side the search statement's neighbour step can reach (its small-scope
 # rows carry that many neighbours a side).
 MAX_NEIGHBOUR_WINDOW = 2
+#: How many hits a search returns unless told (Memory, AsyncMemory and ``pgmem search``).
+SEARCH_LIMIT = 20
 
 
 

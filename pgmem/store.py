@@ -194,6 +194,11 @@ class Store:
         memory since deleted."""
         return self._statement("taken_ids", params, "all", _ords)
 
+    def stored_duplicates(self, params: Row) -> Statement[list[Row]]:
+        """For each item of a batch (``ord``, 1-based) whose scope already holds its text, the
+        oldest such memory, marked ``duplicate``."""
+        return self._statement("stored_duplicates", params, "all", _rows)
+
     def get_memory(self, params: Row) -> Statement[Row | None]:
         """The memory ``id`` of the tenant, or None."""
         return self._statement("get_memory", params, "one", _row)

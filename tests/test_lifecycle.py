@@ -518,6 +518,20 @@ def test_paging_through_1000_memories_yields_each_exactly_once(
     assert len(whole.items) == 1000 and whole.next_cursor is None
 
 
+def test_a_page_is_a_sequence_of_its_memories(fast_memory: pgmem.Memory) -> None:
+    added = fast_memory.add_many(["first", "second", "third"], user_id="u1")
+    page = fast_memory.get_all(user_id="u1", limit=2)
+    assert len(page) == 2 and page.next_cursor is not None
+    assert [m.text for m in page] == ["first", "second"]
+    assert page[0].id == added[0].id and page[-1].id == added[1].id
+    assert [m.text for m in page[1:]] == ["second"]
+    assert page[0] in page and bool(page)
+    rest = fast_memory.get_all(user_id="u1", limit=2, cursor=page.next_cursor)
+    assert [m.text for m in rest] == ["third"] and rest.next_cursor is None
+    empty = fast_memory.get_all(user_id="nobody")
+    assert len(empty) == 0 and list(empty) == [] and not empty
+
+
 def test_get_all_rejects_malformed_cursors_and_limits(fast_memory: pgmem.Memory) -> None:
     fast_memory.add_many(["one", "two", "three"], user_id="u1")
     page = fast_memory.get_all(user_id="u1", limit=2)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.fuzz_server_socket import good_call, hostile_client
+from pgmem import server_state
 from pgmem.cli import background
 
 KEY = b"k" * 32
@@ -102,7 +103,7 @@ def test_pgmem_server_survives_bad_handshakes(
 ) -> None:
     status, out = run(capsys, "server", "start")
     assert status == 0, out
-    state = background.running(home)
+    state = server_state.running(home)
     assert state is not None
     path = Path(state.socket)
     rng = random.Random(5)
@@ -110,5 +111,5 @@ def test_pgmem_server_survives_bad_handshakes(
         hostile_client(path, random.Random(rng.random()))
     status, out = run(capsys, "server", "status")
     assert status == 0 and out.startswith("pgmem server running"), out
-    assert background.running(home) == state
+    assert server_state.running(home) == state
     assert run(capsys, "server", "stop")[0] == 0

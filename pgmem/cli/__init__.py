@@ -2,8 +2,10 @@
 commands.
 
 The database is ``--dsn``, else ``PGMEM_DSN``, else libpq's ``PG*`` variables when PGHOST,
-PGDATABASE or PGSERVICE is set, else pgmem's embedded server (:mod:`pgmem.embedded`), started
-and migrated on demand. Errors print ``pgmem: error: <message>`` and exit with status 2;
+PGDATABASE or PGSERVICE is set, else pgmem's embedded server (:mod:`pgmem.default_database`),
+started and migrated on demand: by the background ``pgmem server`` (:mod:`pgmem.cli.background`),
+which the first command that works on memories starts, unless ``--no-server`` or
+``PGMEM_AUTOSTART=0``. Errors print ``pgmem: error: <message>`` and exit with status 2;
 ``doctor`` exits with 1 when it finds a problem.
 
 Modules: :mod:`~pgmem.cli.app` (the parser and :func:`main`), :mod:`~pgmem.cli.session`
@@ -18,7 +20,8 @@ delete, update, history), :mod:`~pgmem.cli.importing`, :mod:`~pgmem.cli.stats`,
 from __future__ import annotations
 
 from pgmem.cli.app import build_parser, main
-from pgmem.cli.session import LIBPQ_TARGETS, Session, configured_dsn, load_models
+from pgmem.cli.session import Session, load_models
+from pgmem.default_database import LIBPQ_TARGETS, configured_dsn
 from pgmem.embedding import SentenceTransformerEmbedder
 from pgmem.nlp import TextAnalyzer
 

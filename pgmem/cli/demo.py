@@ -27,7 +27,8 @@ DEMO_QUERIES = (
 
 def register(commands: Commands) -> None:
     """Add ``demo``."""
-    commands.add("demo", cmd_demo, "import the demo data and run three example searches")
+    commands.add("demo", cmd_demo, "import the demo data and run three example searches",
+                 autostart=True)
 
 
 def cmd_demo(args: argparse.Namespace, session: Session) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pgmem.cli.catalog import catalog, schema_state
 from pgmem.cli.options import Commands
-from pgmem.cli.session import Session
+from pgmem.cli.session import Session, autostart_off
 from pgmem.errors import PgmemError
 from pgmem.migrate import MigrationSettings, alembic_config, parse_version
 from pgmem.nlp import BLANK
@@ -91,10 +91,13 @@ def _server_mode(doctor: Doctor, session: Session) -> None:
     if server is not None:
         doctor.report("ok", f"pgmem server running (pid {server.state.pid}): commands use its "
                       "PostgreSQL and its loaded models")
-    else:
+    elif autostart_off(session.args):
         doctor.report("note", "no pgmem server running: each command starts and stops its own "
                       "PostgreSQL and loads the models", "`pgmem server start` keeps both "
                       "running between commands")
+    else:
+        doctor.report("ok", "no pgmem server running: the next command that works on memories "
+                      "starts it (--no-server or PGMEM_AUTOSTART=0: not)")
 
 
 def _pgvector(doctor: Doctor, server: dict[str, Any]) -> None:

@@ -36,7 +36,8 @@ Rows = list[tuple[int, dict[str, Any]]]
 
 def register(commands: Commands) -> None:
     """Add ``import``."""
-    p = commands.add("import", cmd_import, "import memories from a JSONL or CSV file, in batches")
+    p = commands.add("import", cmd_import, "import memories from a JSONL or CSV file, in batches",
+                     autostart=True)
     p.add_argument("file", metavar="FILE", nargs="?",
                    help="JSONL (one object a line) or CSV with columns text, user_id, agent_id, "
                         "run_id, metadata (a JSON object); '-' reads stdin")

@@ -22,6 +22,7 @@ from pgmem.cli.options import (
 from pgmem.cli.session import Session
 from pgmem.errors import FilterError, InvalidInputError
 from pgmem.results import SearchHit
+from pgmem.scoring import SEARCH_LIMIT
 
 # The help of the scope options of a command by id: they guard it (Memory.get's scope ids).
 GUARD = "the memory must have (optional: a guard)"
@@ -29,17 +30,18 @@ GUARD = "the memory must have (optional: a guard)"
 
 def register(commands: Commands) -> None:
     """Add the memory commands."""
-    p = commands.add("add", cmd_add, "add one memory to a scope")
+    p = commands.add("add", cmd_add, "add one memory to a scope", autostart=True)
     p.add_argument("text", metavar="TEXT", help="the memory's text")
     scope_options(p, "to store it under (at least one of --user/--agent/--run)")
     p.add_argument("--metadata", metavar="JSON", help='a JSON object, e.g. \'{"source": "chat"}\'')
     p.add_argument("--json", action="store_true", help="print the stored memory as JSON")
 
-    p = commands.add("search", cmd_search, "search a scope; a table of each signal's contribution")
+    p = commands.add("search", cmd_search, "search a scope; a table of each signal's contribution",
+                     autostart=True)
     p.add_argument("query", metavar="QUERY", help="what to look for")
     scope_options(p, "to search (at least one)")
-    p.add_argument("--limit", type=int, default=10, metavar="N",
-                   help="most results (default: 10)")
+    p.add_argument("--limit", type=int, default=SEARCH_LIMIT, metavar="N",
+                   help=f"most results (default: {SEARCH_LIMIT}, as Memory.search)")
     p.add_argument("--threshold", type=float, default=0.1, metavar="X",
                    help="drop memories with semantic similarity below X (default: 0.1)")
     p.add_argument("--filters", metavar="JSON",
@@ -49,12 +51,12 @@ def register(commands: Commands) -> None:
     p.add_argument("--sql", action="store_true",
                    help="print the search statement (parameters inlined) instead of running it")
 
-    p = commands.add("get", cmd_get, "show one memory")
+    p = commands.add("get", cmd_get, "show one memory", autostart=True)
     p.add_argument("id", metavar="ID", help="the memory's id")
     scope_options(p, GUARD)
     p.add_argument("--json", action="store_true", help="print it as JSON")
 
-    p = commands.add("list", cmd_list, "list a scope's memories, oldest first")
+    p = commands.add("list", cmd_list, "list a scope's memories, oldest first", autostart=True)
     scope_options(p, "to list (at least one)")
     p.add_argument("--limit", type=int, default=100, metavar="N",
                    help="memories per page (default: 100)")
@@ -63,18 +65,20 @@ def register(commands: Commands) -> None:
     p.add_argument("--json", action="store_true", help="print the page as JSON")
 
     p = commands.add("delete", cmd_delete, "delete a memory, or with --all every memory of a "
-                     "scope")
+                     "scope", autostart=True)
     p.add_argument("id", metavar="ID", nargs="?", help="the memory's id")
     p.add_argument("--all", action="store_true", help="delete every memory of the scope")
     scope_options(p, f"whose memories --all deletes; with an ID, {GUARD}")
 
-    p = commands.add("update", cmd_update, "change a memory's text and/or metadata")
+    p = commands.add("update", cmd_update, "change a memory's text and/or metadata",
+                     autostart=True)
     p.add_argument("id", metavar="ID", help="the memory's id")
     p.add_argument("--text", help="the new text (re-embedded, entities re-linked)")
     p.add_argument("--metadata", metavar="JSON", help="new metadata, replacing the old")
     scope_options(p, GUARD)
 
-    p = commands.add("history", cmd_history, "show a memory's ADD/UPDATE/DELETE events")
+    p = commands.add("history", cmd_history, "show a memory's ADD/UPDATE/DELETE events",
+                     autostart=True)
     p.add_argument("id", metavar="ID", help="the memory's id")
     scope_options(p, f"{GUARD}; the memory must still exist")
     p.add_argument("--json", action="store_true", help="print the events as JSON")

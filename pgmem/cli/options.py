@@ -25,7 +25,9 @@ class Commands:
     """Where a group of commands adds its subcommands (each group's ``register(commands)``).
 
     :meth:`add` gives a subcommand the global options (``--dsn``, ``--schema``, ``--tenant``,
-    accepted after the command too) and its handler, ``handler(args, session) -> status``.
+    ``--no-server``, accepted after the command too) and its handler, ``handler(args, session)
+    -> status``; with ``autostart``, the command starts the background server on the embedded
+    default when none runs (:func:`pgmem.cli.session.autostart`).
     """
 
     def __init__(
@@ -35,12 +37,14 @@ class Commands:
         self._subparsers = subparsers
         self._common = common
 
-    def add(self, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+    def add(
+        self, name: str, handler: Handler, help_text: str, *, autostart: bool = False
+    ) -> argparse.ArgumentParser:
         """A new subcommand ``name`` running ``handler``; add its own options to the result."""
         parser = self._subparsers.add_parser(
             name, parents=[self._common], help=help_text, description=help_text
         )
-        parser.set_defaults(handler=handler)
+        parser.set_defaults(handler=handler, autostart=autostart)
         return parser
 
 

@@ -6,18 +6,15 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from pgmem import server_state
 from pgmem.cli import background
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
 from pgmem.errors import ConfigurationError, DatabaseError
 
-# Starting loads the models; on a busy machine that takes a while.
-START_TIMEOUT = 300.0
 STOP_TIMEOUT = 60.0
 
 
@@ -28,6 +25,10 @@ def register(commands: Commands) -> None:
     p.add_argument("action", metavar="ACTION", choices=("start", "stop", "status"),
                    help="start: start the server in the background (and load the models); "
                         "stop: stop it; status: say whether it runs (exit 1 if not)")
+    p.add_argument("--idle-timeout", type=float, metavar="SECONDS",
+                   help="start: stop the server after SECONDS with no command (0: never; "
+                        f"default: ${background.IDLE_ENV}, else "
+                        f"{background.DEFAULT_IDLE_TIMEOUT:.0f})")
 
 
 def cmd_server(args: argparse.Namespace, session: Session) -> int:
@@ -41,57 +42,38 @@ def cmd_server(args: argparse.Namespace, session: Session) -> int:
 
     home = data_home()
     if args.action == "start":
-        return _start(home, session.schema)
+        idle = background.idle_timeout() if args.idle_timeout is None else args.idle_timeout
+        if not idle >= 0:
+            raise ConfigurationError(f"--idle-timeout must be 0 or more seconds, got {idle:g}")
+        return _start(home, session.schema, idle)
     if args.action == "stop":
         return _stop(home)
     return _status(home)
 
 
-def _describe(state: background.ServerState) -> str:
+def _describe(state: server_state.ServerState) -> str:
     return f"(pid {state.pid}, data in {state.home}, {state.dsn})"
 
 
-def _start(home: Path, schema: str) -> int:
-    state = background.running(home)
+def _start(home: Path, schema: str, idle: float) -> int:
+    state = server_state.running(home)
     if state is not None:
         print(f"pgmem server already running {_describe(state)}")
         return 0
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-        log = open(home / background.LOG_FILE, "ab")  # noqa: SIM115 -- handed to the child
-    except OSError as exc:
-        raise ConfigurationError(f"cannot write to pgmem's data directory {home}: {exc}") from exc
-    with log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", background.MODULE, str(home), schema],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-        )
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        state = background.running(home)
-        if state is not None and state.pid == process.pid:
-            print(f"pgmem server started {_describe(state)}; models loaded")
-            return 0
-        if process.poll() is not None:
-            raise DatabaseError(
-                f"the pgmem server did not start (exit status {process.returncode}); "
-                f"see {home / background.LOG_FILE}"
-            )
-        time.sleep(0.2)
-    process.terminate()
-    raise DatabaseError(f"the pgmem server did not start within {START_TIMEOUT:.0f} s; "
-                        f"see {home / background.LOG_FILE}")
+    state = background.start(home, schema, idle)
+    print(f"pgmem server started {_describe(state)}; models loaded")
+    return 0
 
 
 def _stop(home: Path) -> int:
-    state = background.running(home)  # removes a dead server's state
+    state = server_state.running(home)  # removes a dead server's state
     if state is None:
         print("pgmem server is not running")
         return 0
     os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline:
-        if background.running(home) is None and not _alive(state.pid):
+        if server_state.running(home) is None and not _alive(state.pid):
             print(f"pgmem server stopped (pid {state.pid})")
             return 0
         time.sleep(0.1)
@@ -109,7 +91,7 @@ def _alive(pid: int) -> bool:
 
 
 def _status(home: Path) -> int:
-    state = background.running(home)
+    state = server_state.running(home)
     if state is None:
         print("pgmem server is not running: each command starts and stops its own PostgreSQL "
               "(`pgmem server start` keeps one running)")

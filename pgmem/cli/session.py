@@ -1,15 +1,20 @@
 """Where a command's database is (``--dsn``, ``PGMEM_DSN``, libpq's ``PG*``, else the embedded
-server), and the :class:`~pgmem.Memory` over it, opened on first use."""
+default: :mod:`pgmem.default_database`), and the :class:`~pgmem.Memory` over it, opened on first
+use. With the embedded default, a command that works on memories starts the background
+``pgmem server`` when none runs (unless ``--no-server`` or ``PGMEM_AUTOSTART=0``)."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
+from pgmem import server_state
 from pgmem.cli import background
 from pgmem.cli.background import ServerClient
+from pgmem.default_database import DefaultDatabase, configured_dsn
 from pgmem.embedding import SentenceTransformerEmbedder
 from pgmem.errors import PgmemError
 from pgmem.nlp import TextAnalyzer
@@ -17,7 +22,7 @@ from pgmem.nlp import TextAnalyzer
 if TYPE_CHECKING:
     from pgmem.memory import Memory
 
-LIBPQ_TARGETS = ("PGHOST", "PGDATABASE", "PGSERVICE")
+AUTOSTART_ENV = "PGMEM_AUTOSTART"
 
 
 @functools.cache
@@ -26,24 +31,25 @@ def load_models() -> tuple[SentenceTransformerEmbedder, TextAnalyzer]:
     return SentenceTransformerEmbedder(), TextAnalyzer()
 
 
-def configured_dsn(dsn: str | None) -> str | None:
-    """The DSN to use: ``dsn``, else PGMEM_DSN, else '' (libpq's PG* variables) when PGHOST,
-    PGDATABASE or PGSERVICE is set; None when nothing is configured (the embedded server)."""
-    if dsn:
-        return dsn
-    if os.environ.get("PGMEM_DSN"):
-        return os.environ["PGMEM_DSN"]
-    if any(os.environ.get(name) for name in LIBPQ_TARGETS):
-        return ""
-    return None
+def autostart_off(args: argparse.Namespace) -> bool:
+    """Whether ``--no-server`` or ``PGMEM_AUTOSTART=0`` (or false, no, off) turned the
+    background server's autostart off."""
+    off = os.environ.get(AUTOSTART_ENV, "").strip().lower() in ("0", "false", "no", "off")
+    return bool(args.no_server) or off
+
+
+def autostart(args: argparse.Namespace) -> bool:
+    """Whether this command starts the background server when none runs: a command that
+    works on memories (``autostart`` in its parser's defaults), unless :func:`autostart_off`."""
+    return bool(getattr(args, "autostart", False)) and not autostart_off(args)
 
 
 class Session:
     """The database and the :class:`Memory` of one command, opened on first use.
 
-    With no database configured it uses the background server of ``pgmem server start`` when
-    one runs (its PostgreSQL and its loaded models), else starts the embedded server for this
-    command alone.
+    With no database configured it uses the background ``pgmem server`` when one runs (its
+    PostgreSQL and its loaded models) -- starting it first when :func:`autostart` says so --
+    else starts the embedded server for this command alone.
     """
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -51,7 +57,8 @@ class Session:
         self.schema: str = args.schema
         self.tenant: str = args.tenant
         self._dsn = configured_dsn(args.dsn)
-        self._embedded: Any = None
+        self._autostart = autostart(args)
+        self._embedded: DefaultDatabase | None = None
         self._background: ServerClient | None = None
         self._looked_for_background = False
         self._memory: Memory | None = None
@@ -69,14 +76,24 @@ class Session:
             return self._background.state.home
         return None if self._embedded is None else str(self._embedded.home)
 
+    def _find_background(self) -> server_state.ServerState | None:
+        from pgmem.embedded import data_home
+
+        home = data_home()
+        state = server_state.running(home)
+        if state is None and self._autostart:
+            print(f"pgmem: starting the pgmem server in the background (PostgreSQL and the "
+                  f"models, kept for the next commands; {_lifetime(background.idle_timeout())}; "
+                  f"--no-server or {AUTOSTART_ENV}=0: each command on its own)", file=sys.stderr)
+            state = background.start(home, self.schema, background.idle_timeout())
+        return state
+
     @property
     def background(self) -> ServerClient | None:
         """The running ``pgmem server`` this session uses, if any (embedded sessions only)."""
         if self._dsn is None and not self._looked_for_background:
             self._looked_for_background = True
-            from pgmem.embedded import data_home
-
-            state = background.running(data_home())
+            state = self._find_background()
             if state is not None:
                 client = ServerClient(state)
                 try:
@@ -105,15 +122,8 @@ class Session:
             self._migrated = True
             return server.state.dsn
         if self._embedded is None:
-            from pgmem.embedded import EmbeddedServer
-
-            self._embedded = EmbeddedServer(schema=self.schema)
-            self._embedded.start(migrate=False)
-        if migrate and not self._migrated:
-            self._embedded.migrate()
-            self._migrated = True
-        dsn: str = self._embedded.dsn
-        return dsn
+            self._embedded = DefaultDatabase(self.schema, log=False)
+        return self._embedded.dsn(migrate=migrate)
 
     def models(self) -> tuple[Any, TextAnalyzer]:
         """The embedder and spaCy pipeline: the running ``pgmem server``'s, else this process's
@@ -146,4 +156,11 @@ class Session:
             if self._background is not None:
                 self._background.close()
             if self._embedded is not None:
-                self._embedded.stop()
+                self._embedded.close()
+
+
+def _lifetime(idle: float) -> str:
+    if idle <= 0:
+        return "it runs until `pgmem server stop`"
+    after = f"{idle / 60:g} min" if idle >= 60 else f"{idle:g} s"
+    return f"it stops after {after} without a command"

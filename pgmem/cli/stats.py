@@ -12,7 +12,8 @@ from pgmem.errors import ConfigurationError, InvalidInputError
 
 def register(commands: Commands) -> None:
     """Add ``stats``."""
-    p = commands.add("stats", cmd_stats, "counts per tenant and scope, table and index sizes")
+    p = commands.add("stats", cmd_stats, "counts per tenant and scope, table and index sizes",
+                     autostart=True)
     p.add_argument("--scopes", type=int, default=20, metavar="N",
                    help="how many of the largest scopes to list (default: 20)")
     p.add_argument("--json", action="store_true", help="print the numbers as JSON")
