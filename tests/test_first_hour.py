@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.server_support import fresh_home, postmaster, wait_for
 
 from pgmem import cli, server_state
+from tests.server_support import fresh_home, postmaster, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
