@@ -8,13 +8,11 @@ returns Mem0's result shape. The facades run it: ``Memory`` with :func:`pgmem.me
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import date, datetime, timezone
-from importlib.resources import files
 from typing import Any, TypeVar
 
 from psycopg import sql
@@ -23,6 +21,7 @@ from psycopg.conninfo import make_conninfo
 from pgmem.compat.mem0_filters import SCOPE_KEYS, all_of, mem0_filters, scope_args
 from pgmem.embedding import SentenceTransformerEmbedder
 from pgmem.errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
+from pgmem.mem0_sql import IMPORT_KEY, mem0_queries
 from pgmem.operations import (
     Configured,
     Operation,
@@ -31,7 +30,6 @@ from pgmem.operations import (
     result_of,
     transaction,
 )
-from pgmem.queries import named_blocks
 from pgmem.results import MemoryRecord, SearchHit
 from pgmem.store import Statement
 from pgmem.validate import ScopeId
@@ -46,8 +44,6 @@ Call = Generator[Operation[Any], Any, T]
 PROMOTED_KEYS = ("actor_id", "role", "attributed_to", "expiration_date")
 # Keys caller metadata may not set: the scope comes from the scope arguments only.
 IDENTITY_KEYS = (*SCOPE_KEYS, "actor_id")
-#: The metadata key where pgmem.importers.mem0 records a memory's origin; never shown here.
-IMPORT_KEY = "_mem0_import"
 PROCEDURAL_MEMORY = "procedural_memory"
 MAX_PAGE = 1000  # pgmem's largest get_all page
 #: Mem0's default ``collection_name``.
@@ -436,12 +432,6 @@ class Mem0Calls:
             return (yield from _do(operation))
         except NotFoundError as exc:
             raise MemoryNotFoundError(str(exc)) from exc
-
-
-@functools.cache
-def mem0_queries() -> dict[str, str]:
-    """The named blocks of ``sql/mem0.sql`` (``reset_tenant`` is this module's)."""
-    return named_blocks(files("pgmem.sql").joinpath("mem0.sql").read_text(encoding="utf-8"))
 
 
 # -- shapes ----------------------------------------------------------------------------------
