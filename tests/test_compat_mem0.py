@@ -210,6 +210,17 @@ def test_get_all_filters_mean_the_same(
     assert "I like reading crime novels" not in found["pgmem"]  # it has no rating
 
 
+def test_get_all_reads_and_or_not_unlike_mem0(
+    real: Any, ours: compat.Memory, food_user: str
+) -> None:
+    """A documented difference: Mem0's get_all hands NOT to its store unread (it matches
+    nothing there); pgmem's reads it as search does."""
+    condition = {"user_id": food_user, "NOT": [{"topic": "food"}]}
+    assert real.get_all(filters=condition)["results"] == []
+    assert {r["memory"] for r in ours.get_all(filters=condition)["results"]} == {
+        "I like hiking in the Alps", "I like reading crime novels"}
+
+
 def test_search_top_k_and_scope(real: Any, ours: compat.Memory, user: str) -> None:
     other = f"{user}x"
     for name, mem in both(real, ours):
@@ -256,7 +267,9 @@ def test_threshold_zero_keeps_every_memory(real: Any, ours: compat.Memory, user:
     for hits in found.values():
         assert all(r["score"] >= 0 and r["score_details"]["semantic_score"] >= 0 for r in hits)
     native = ours.memory.search("What do I like?", user_id=user, limit=10, threshold=0.0)
-    assert len(native) < len(texts)  # pgmem's own API keeps its meaning (cosine >= 0)
+    assert len(native) < len(texts)  # pgmem's own API keeps its meaning (cosine >= 0) ...
+    assert len(ours.memory.search("What do I like?", user_id=user, limit=10,
+                                  threshold=-1.0)) == len(texts)  # ... and -1 drops none
 
 
 def test_update_history_delete_agree(real: Any, ours: compat.Memory, user: str) -> None:

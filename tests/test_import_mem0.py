@@ -295,6 +295,9 @@ def test_sync_brings_mem0s_updates_and_deletes(
     own = target.add("pgmem's own note about Paris", user_id="alice")  # not from Mem0
     bob = ids["Bob's locker is 12"]
     target.update(bob, text="Bob's locker is 12 (checked in pgmem)")  # Mem0 leaves it alone
+    ops = ids["Deploys freeze on Fridays"]
+    legacy = {k: v for k, v in target.get(ops).metadata.items() if k != IMPORT_KEY}
+    target.update(ops, metadata=legacy)  # as imported before imports recorded their origin
     paris, bike = ids["I live in Paris"], ids["I own a red bike"]
     real.update(paris, text="I live in Lyon", metadata={"since": 2024})
     real.delete(bike)
@@ -310,7 +313,7 @@ def test_sync_brings_mem0s_updates_and_deletes(
     assert (report.imported, report.updated, report.deleted, report.skipped) == (0, 1, 1, 3)
     assert report.sync and progress[-1] == (5, 5)
     door = compat.Memory(memory=target)
-    for memory_id in (paris, added, ids["Deploys freeze on Fridays"]):
+    for memory_id in (paris, added, ops):
         assert door.get(memory_id) | {"updated_at": None} == real.get(memory_id) | {
             "updated_at": None}
     assert door.get(paris)["metadata"] == {"topic": "home", "since": 2024}
@@ -322,8 +325,10 @@ def test_sync_brings_mem0s_updates_and_deletes(
 
     again = import_collection(target, collection, source=source_dsn, sync=True)
     assert (again.imported, again.updated, again.deleted, again.skipped) == (0, 0, 0, 4)
+    assert IMPORT_KEY in target.get(ops).metadata  # adopted by the sync
     real.delete(bob)  # deleted in Mem0: deleted in pgmem, pgmem's edit or not
-    assert import_collection(target, collection, source=source_dsn, sync=True).deleted == 1
+    real.delete(ops)
+    assert import_collection(target, collection, source=source_dsn, sync=True).deleted == 2
     assert {str(r.id) for r in target.get_all(user_id="alice").items} == {
         paris, added, str(own.id)}
     real.close()

@@ -83,7 +83,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from pgmem.aio import AsyncMemory as PgAsyncMemory
 from pgmem.aio import run_async
@@ -105,7 +105,7 @@ from pgmem.migrate import DEFAULT_DIM, migrate
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from pgmem.connection import AsyncConnector, AsyncSource, Connector, Source
+    from pgmem.connection import AsyncConnector, Connector
 
 __all__ = [
     "AsyncMemory",
@@ -118,22 +118,29 @@ __all__ = [
 
 P = ParamSpec("P")
 R = TypeVar("R")
+M = TypeVar("M", PgMemory, PgAsyncMemory)
+
+
+def _resume(call: Call[R], result: Any, error: PgmemError | None) -> tuple[bool, Any]:
+    """Send ``call`` the last operation's result (or throw its error in): ``(True, what the
+    call returned)`` once it is done, else ``(False, the next operation)``."""
+    try:
+        return False, call.send(result) if error is None else call.throw(error)
+    except StopIteration as done:
+        return True, done.value
 
 
 def _drive(connector: Connector, call: Call[R]) -> R:
-    """Run a Mem0 call: each pgmem operation it yields with :func:`pgmem.memory.run`, its
-    result sent back or its error thrown in."""
+    """Run a Mem0 call: each pgmem operation it yields with :func:`pgmem.memory.run`."""
     result: Any = None
     error: PgmemError | None = None
     with contextlib.closing(call):
         while True:
+            finished, value = _resume(call, result, error)
+            if finished:
+                return value  # type: ignore[no-any-return]
             try:
-                operation = call.send(result) if error is None else call.throw(error)
-            except StopIteration as done:
-                value: R = done.value
-                return value
-            try:
-                result, error = run(connector, operation), None
+                result, error = run(connector, value), None
             except PgmemError as exc:
                 result, error = None, exc
 
@@ -144,13 +151,11 @@ async def _drive_async(connector: AsyncConnector, call: Call[R]) -> R:
     error: PgmemError | None = None
     with contextlib.closing(call):
         while True:
+            finished, value = _resume(call, result, error)
+            if finished:
+                return value  # type: ignore[no-any-return]
             try:
-                operation = call.send(result) if error is None else call.throw(error)
-            except StopIteration as done:
-                value: R = done.value
-                return value
-            try:
-                result, error = await run_async(connector, operation), None
+                result, error = await run_async(connector, value), None
             except PgmemError as exc:
                 result, error = None, exc
 
@@ -179,7 +184,64 @@ def _awaiting(
     return awaiting
 
 
-class Memory:
+class _Door(Generic[M]):
+    """What :class:`Memory` and :class:`AsyncMemory` share: the pgmem facade underneath (made
+    from ``db`` and ``options``, or given as ``memory``), the extractor, ``from_config``."""
+
+    _facade: type[M]
+
+    def __init__(
+        self,
+        db: Any = None,
+        *,
+        memory: M | None = None,
+        extractor: Extractor | None = None,
+        **options: Any,
+    ) -> None:
+        if memory is not None and (db is not None or options):
+            raise ConfigurationError("give either memory= or a database and its options, not both")
+        if extractor is not None and not callable(extractor):
+            raise ConfigurationError("extractor must be callable: messages -> list of facts")
+        self._memory: M = memory if memory is not None else self._facade(db, **options)
+        self._owns = memory is None
+        self._calls = Mem0Calls(self._memory, extractor)
+
+    @classmethod
+    def from_config(cls, config_dict: Mapping[str, Any]) -> Self:
+        """An instance from Mem0's config dict, on the database of its ``pgvector`` vector
+        store.
+
+        Read: ``vector_store.config`` (``connection_string``, or ``dbname`` -- default
+        ``postgres`` -- / ``user`` / ``password`` / ``host`` / ``port`` / ``sslmode``, or
+        ``connection_pool``; ``collection_name`` -- default ``mem0`` --, which is the pgmem
+        tenant; and ``embedding_model_dims``), a ``huggingface`` embedder's local ``model``, and
+        an optional ``"pgmem"`` section of :class:`pgmem.Memory` options (``schema``, ...). The
+        LLM, reranker and ``history_db_path`` are not used. The schema is migrated (created
+        when missing) unless ``"pgmem": {"migrate": False}`` -- a plain call, as in Mem0.
+
+        Raises:
+            ConfigurationError: the vector store is not ``pgvector``, the config is malformed,
+                or it names a collection and another ``pgmem`` tenant.
+        """
+        db, options, dims, auto_migrate = config_options(config_dict)
+        if isinstance(db, str) and auto_migrate:
+            migrate(db, dim=int(dims or DEFAULT_DIM),
+                    **({"schema": options["schema"]} if "schema" in options else {}))
+        return cls(db, **options)
+
+    @property
+    def memory(self) -> M:
+        """The :class:`pgmem.Memory` (or :class:`pgmem.AsyncMemory`) underneath, for pgmem's
+        own API."""
+        return self._memory
+
+    @property
+    def extractor(self) -> Extractor | None:
+        """The app's fact extractor for ``add(..., infer=True)``, or None."""
+        return self._calls.extractor
+
+
+class Memory(_Door[PgMemory]):
     """Mem0 OSS's ``Memory`` (mem0ai 2.2.1), its LLM-free path, over a :class:`pgmem.Memory`.
 
     ``Memory(db, **options)`` builds a :class:`pgmem.Memory` on ``db`` (a DSN, a psycopg pool or
@@ -190,47 +252,7 @@ class Memory:
     :meth:`from_config` migrates, as Mem0 creates its collection.
     """
 
-    def __init__(
-        self,
-        db: Source = None,
-        *,
-        memory: PgMemory | None = None,
-        extractor: Extractor | None = None,
-        **options: Any,
-    ) -> None:
-        _check(memory is not None and (db is not None or bool(options)), extractor)
-        self._memory = memory if memory is not None else PgMemory(db, **options)
-        self._owns = memory is None
-        self._calls = Mem0Calls(self._memory, extractor)
-
-    @classmethod
-    def from_config(cls, config_dict: Mapping[str, Any]) -> Self:
-        """A Memory from Mem0's config dict, on the database of its ``pgvector`` vector store.
-
-        Read: ``vector_store.config`` (``connection_string``, or ``dbname`` -- default
-        ``postgres`` -- / ``user`` / ``password`` / ``host`` / ``port`` / ``sslmode``, or
-        ``connection_pool``; ``collection_name`` -- default ``mem0`` --, which is the pgmem
-        tenant; and ``embedding_model_dims``), a ``huggingface`` embedder's local ``model``, and
-        an optional ``"pgmem"`` section of :class:`pgmem.Memory` options (``schema``, ...). The
-        LLM, reranker and ``history_db_path`` are not used. The schema is migrated (created
-        when missing) unless ``"pgmem": {"migrate": False}``.
-
-        Raises:
-            ConfigurationError: the vector store is not ``pgvector``, the config is malformed,
-                or it names a collection and another ``pgmem`` tenant.
-        """
-        db, options = _configured(config_dict)
-        return cls(db, **options)
-
-    @property
-    def memory(self) -> PgMemory:
-        """The :class:`pgmem.Memory` underneath, for pgmem's own API."""
-        return self._memory
-
-    @property
-    def extractor(self) -> Extractor | None:
-        """The app's fact extractor for ``add(..., infer=True)``, or None."""
-        return self._calls.extractor
+    _facade = PgMemory
 
     def close(self) -> None:
         """Close the pgmem Memory if this object made it."""
@@ -254,7 +276,7 @@ class Memory:
     history = _blocking(Mem0Calls.history)
 
 
-class AsyncMemory:
+class AsyncMemory(_Door[PgAsyncMemory]):
     """Mem0 OSS's ``AsyncMemory`` (mem0ai 2.2.1), its LLM-free path, over a
     :class:`pgmem.AsyncMemory`: :class:`Memory`'s methods as coroutines.
 
@@ -264,34 +286,7 @@ class AsyncMemory:
     must be an ``AsyncConnectionPool``) and migrates, before any event loop is needed.
     """
 
-    def __init__(
-        self,
-        db: AsyncSource = None,
-        *,
-        memory: PgAsyncMemory | None = None,
-        extractor: Extractor | None = None,
-        **options: Any,
-    ) -> None:
-        _check(memory is not None and (db is not None or bool(options)), extractor)
-        self._memory = memory if memory is not None else PgAsyncMemory(db, **options)
-        self._owns = memory is None
-        self._calls = Mem0Calls(self._memory, extractor)
-
-    @classmethod
-    def from_config(cls, config_dict: Mapping[str, Any]) -> Self:
-        """As :meth:`Memory.from_config` (a plain call, as in Mem0)."""
-        db, options = _configured(config_dict)
-        return cls(db, **options)
-
-    @property
-    def memory(self) -> PgAsyncMemory:
-        """The :class:`pgmem.AsyncMemory` underneath, for pgmem's own API."""
-        return self._memory
-
-    @property
-    def extractor(self) -> Extractor | None:
-        """The app's fact extractor for ``add(..., infer=True)``, or None."""
-        return self._calls.extractor
+    _facade = PgAsyncMemory
 
     def close(self) -> Awaitable[None]:
         """Close the pgmem AsyncMemory if this object made it. A plain call, as Mem0's, starts
@@ -332,20 +327,3 @@ class _Done:
     def __await__(self) -> Generator[Any, None, None]:
         return
         yield
-
-
-def _check(both: bool, extractor: object) -> None:
-    if both:
-        raise ConfigurationError("give either memory= or a database and its options, not both")
-    if extractor is not None and not callable(extractor):
-        raise ConfigurationError("extractor must be callable: messages -> list of facts")
-
-
-def _configured(config_dict: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The database of a Mem0 config (migrated when it is a DSN, unless told not to) and its
-    pgmem options."""
-    db, options, dims, auto_migrate = config_options(config_dict)
-    if isinstance(db, str) and auto_migrate:
-        migrate(db, dim=int(dims or DEFAULT_DIM),
-                **({"schema": options["schema"]} if "schema" in options else {}))
-    return db, options
