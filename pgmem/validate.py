@@ -133,16 +133,16 @@ def scope(
 ) -> Scope:
     """A checked :class:`Scope`; with ``wildcard``, an id may be :data:`ANY`. Raises ScopeError
     when none of the three ids is given."""
-    ids = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
-    wild = {name: ANY for name, value in ids.items() if wildcard and value is ANY}
-    given: dict[str, ScopeId] = {
-        **within(*(None if name in wild else value for name, value in ids.items())), **wild
-    }
+    ids: dict[str, ScopeId | None] = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    wild = {name for name, value in ids.items() if wildcard and value is ANY}
+    given: dict[str, ScopeId] = dict(
+        within(*(None if name in wild else value for name, value in ids.items()))
+    )
+    given.update(dict.fromkeys(wild, ANY))
     if not given:
         raise ScopeError()
-    ids = given
-    return Scope(_identifier("tenant", tenant) or "", ids.get("user_id"), ids.get("agent_id"),
-                 ids.get("run_id"))
+    return Scope(_identifier("tenant", tenant) or "", given.get("user_id"),
+                 given.get("agent_id"), given.get("run_id"))
 
 
 def within(user_id: object, agent_id: object, run_id: object) -> dict[str, str]:
