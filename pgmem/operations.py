@@ -68,7 +68,7 @@ from pgmem.results import (
 )
 from pgmem.scope_sizes import LargeScopes
 from pgmem.store import Row, Statement, Store
-from pgmem.validate import NewMemory, Scope
+from pgmem.validate import NewMemory, Scope, ScopeId
 
 if TYPE_CHECKING:
     from pgmem.connection import ServerCapabilities
@@ -720,10 +720,10 @@ class Operations:
         yield from transaction(lambda _: delete_steps(self.store, self.tenant, checked_id, guard))
 
     def delete_all(
-        self, *, user_id: str | None, agent_id: str | None, run_id: str | None
+        self, *, user_id: ScopeId | None, agent_id: ScopeId | None, run_id: ScopeId | None
     ) -> Operation[int]:
         """See :meth:`pgmem.Memory.delete_all`."""
-        scope = validate.scope(self.tenant, user_id, agent_id, run_id)
+        scope = validate.scope(self.tenant, user_id, agent_id, run_id, wildcard=True)
         return (yield from transaction(lambda _: delete_all_steps(self.store, self.tenant, scope)))
 
     # -- reads
@@ -746,15 +746,15 @@ class Operations:
     def get_all(
         self,
         *,
-        user_id: str | None,
-        agent_id: str | None,
-        run_id: str | None,
+        user_id: ScopeId | None,
+        agent_id: ScopeId | None,
+        run_id: ScopeId | None,
         filters: Mapping[str, Any] | None,
         limit: int,
         cursor: str | None,
     ) -> Operation[Page]:
         """See :meth:`pgmem.Memory.get_all`."""
-        scope = validate.scope(self.tenant, user_id, agent_id, run_id)
+        scope = validate.scope(self.tenant, user_id, agent_id, run_id, wildcard=True)
         checked_limit = validate.limit(limit)
         condition, filter_params = compile_filters(filters, limits=self.limits)
         after = None if cursor is None else decode_cursor(cursor)
@@ -788,9 +788,9 @@ class Operations:
         self,
         query: str,
         *,
-        user_id: str | None,
-        agent_id: str | None,
-        run_id: str | None,
+        user_id: ScopeId | None,
+        agent_id: ScopeId | None,
+        run_id: ScopeId | None,
         limit: int,
         threshold: float,
         filters: Mapping[str, Any] | None,
@@ -1119,9 +1119,9 @@ class Operations:
         self,
         query: str,
         *,
-        user_id: str | None,
-        agent_id: str | None,
-        run_id: str | None,
+        user_id: ScopeId | None,
+        agent_id: ScopeId | None,
+        run_id: ScopeId | None,
         limit: int,
         threshold: float,
         filters: Mapping[str, Any] | None,
@@ -1137,7 +1137,7 @@ class Operations:
             raise InvalidInputError(f"legs must be among {LEGS}, got {validate.shown(legs)}")
         condition, filter_params = compile_filters(filters, limits=self.limits)
         return SearchRequest(
-            scope=validate.scope(self.tenant, user_id, agent_id, run_id),
+            scope=validate.scope(self.tenant, user_id, agent_id, run_id, wildcard=True),
             query=self._checked_query(query),
             limit=validate.limit(limit),
             threshold=validate.threshold(threshold),

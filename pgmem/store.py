@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 
 from pgmem.errors import StatementRefusedError
 from pgmem.queries import NAMESPACE_SCOPES, NO_FILTER, SCOPE_IDS, Queries, raw_queries
+from pgmem.validate import ANY
 
 Row = dict[str, Any]
 T = TypeVar("T")
@@ -315,6 +316,9 @@ class Store:
         scope_ids = [
             column for column in (*SCOPE_IDS, *NAMESPACE_SCOPES) if params.get(column) is not None
         ]
+        if any(params[column] is ANY for column in scope_ids):  # compared by its own block
+            scope_ids = [f"{c}_any" if params[c] is ANY else c for c in scope_ids]
+            params = {k: None if v is ANY else v for k, v in params.items()}
         query = self.queries.get(name, NO_FILTER if filters is None else filters, scope_ids)
         return Statement(name, query, params, fetch, read, prepare, binary)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 import uuid
@@ -23,6 +24,23 @@ MAX_TEXT_LENGTH_CEILING = 100_000
 MAX_LIMIT = 1000
 MAX_SCOPE_LENGTH = 255
 MAX_METADATA_BYTES = 64_000
+
+
+class Wildcard(enum.Enum):
+    """A scope id that matches any value (but not none): ``ANY``."""
+
+    ANY = "any"
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+#: The scope id of a read or ``delete_all`` that matches every memory having that id, whatever
+#: its value (Mem0's ``"*"``, through :mod:`pgmem.compat.mem0`); never stored.
+ANY = Wildcard.ANY
+
+#: A scope id as the scope of a read takes it.
+ScopeId = str | Wildcard
 
 
 @dataclass(frozen=True)
@@ -78,12 +96,13 @@ def query_limit(limits: Limits) -> tuple[int, str]:
 
 @dataclass(frozen=True)
 class Scope:
-    """Which memories a call is about: a tenant and at least one of user, agent and run."""
+    """Which memories a call is about: a tenant and at least one of user, agent and run (an id,
+    or :data:`ANY` in the scope of a read)."""
 
     tenant: str
-    user_id: str | None = None
-    agent_id: str | None = None
-    run_id: str | None = None
+    user_id: ScopeId | None = None
+    agent_id: ScopeId | None = None
+    run_id: ScopeId | None = None
     #: Store items (pgmem.langgraph) under this namespace prefix instead (``()``: every item).
     namespace: tuple[str, ...] | None = None
 
@@ -105,13 +124,25 @@ class Scope:
 
 
 def scope(
-    tenant: str, user_id: str | None, agent_id: str | None, run_id: str | None
+    tenant: str,
+    user_id: ScopeId | None,
+    agent_id: ScopeId | None,
+    run_id: ScopeId | None,
+    *,
+    wildcard: bool = False,
 ) -> Scope:
-    """A checked :class:`Scope`. Raises ScopeError when none of the three ids is given."""
-    given = within(user_id, agent_id, run_id)
+    """A checked :class:`Scope`; with ``wildcard``, an id may be :data:`ANY`. Raises ScopeError
+    when none of the three ids is given."""
+    ids: dict[str, ScopeId | None] = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    wild = {name for name, value in ids.items() if wildcard and value is ANY}
+    given: dict[str, ScopeId] = dict(
+        within(*(None if name in wild else value for name, value in ids.items()))
+    )
+    given.update(dict.fromkeys(wild, ANY))
     if not given:
         raise ScopeError()
-    return Scope(tenant=_identifier("tenant", tenant) or "", **given)
+    return Scope(_identifier("tenant", tenant) or "", given.get("user_id"),
+                 given.get("agent_id"), given.get("run_id"))
 
 
 def within(user_id: object, agent_id: object, run_id: object) -> dict[str, str]:
@@ -171,14 +202,14 @@ def limit(value: object) -> int:
 
 
 def threshold(value: object) -> float:
-    """A semantic similarity threshold in [0, 1]."""
+    """A semantic (cosine) similarity threshold in [-1, 1]: -1 drops nothing."""
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
-        or not 0 <= value <= 1  # before isfinite, which cannot convert a huge int to float
+        or not -1 <= value <= 1  # before isfinite, which cannot convert a huge int to float
         or not math.isfinite(value)
     ):
-        raise InvalidInputError(f"threshold must be a number from 0 to 1, got {shown(value)}")
+        raise InvalidInputError(f"threshold must be a number from -1 to 1, got {shown(value)}")
     return float(value)
 
 

@@ -39,8 +39,16 @@ SELECT c.vector, coalesce(c.payload ->> 'data', c.payload ->> 'text') AS text
  ORDER BY c.id
  LIMIT %(limit)s
 
--- name: existing_ids
--- Which of `ids` the tenant already has: an import skips them before any model work.
-SELECT m.id
+-- name: existing_memories
+-- The tenant's memories among `ids`: an import skips them before any model work, a sync
+-- compares them with the collection's rows.
+SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata
   FROM {schema}.memories m
  WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])
+
+-- name: imported_ids
+-- The tenant's memories imported from collection `source` (pgmem.mem0_sql.IMPORT_KEY): a sync
+-- deletes those the collection no longer has, and no other.
+SELECT m.id, m.user_id, m.agent_id, m.run_id
+  FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.metadata -> '_mem0_import' ->> 'collection' = %(source)s

@@ -29,6 +29,16 @@ AND m.namespace >= %(namespace)s::text[] AND m.namespace < %(namespace_end)s::te
 -- Every store item (the empty namespace prefix).
 AND m.namespace IS NOT NULL
 
+-- name: scope_user_id_any
+-- A wildcard id (pgmem.validate.ANY): any value, but one.
+AND m.user_id IS NOT NULL
+
+-- name: scope_agent_id_any
+AND m.agent_id IS NOT NULL
+
+-- name: scope_run_id_any
+AND m.run_id IS NOT NULL
+
 -- name: search
 -- Steps 2-7 of the pipeline in one statement: the three legs, their union, and every
 -- candidate's exact cosine similarity, keyword scores and entity hits. Python fuses.

@@ -8,9 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from conftest import create_database, drop_database
 from mem0_support import mem0_config, mem0_memory, prepare_mem0, require_mem0
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pgmem
 from pgmem.compat import mem0 as compat
@@ -162,6 +165,16 @@ def food_user(real: Any, ours: compat.Memory) -> str:
         {"NOT": [{"topic": "food"}]},
         {"NOT": [{"topic": "food"}, {"topic": "books"}]},
         {"topic": ["sport", "books"]},
+        # keys some memories lack (books has no rating, only sport has a place): Mem0 leaves
+        # those memories out under ne, nin and NOT, as SQL's NULL does
+        {"place": {"ne": "Paris"}},
+        {"rating": {"ne": 5}},
+        {"rating": {"nin": [3, 4]}},
+        {"NOT": [{"rating": 3}]},
+        {"NOT": [{"topic": "books"}, {"rating": 3}]},
+        {"NOT": [{"place": "*"}]},
+        {"NOT": [{"rating": {"ne": 5}}]},
+        {"OR": [{"rating": {"ne": 5}}, {"place": "*"}]},
     ],
     ids=repr,
 )
@@ -182,6 +195,31 @@ def test_search_filters_mean_the_same(
         assert isinstance(mine["score"], float)
 
 
+@pytest.mark.parametrize("condition", [{"rating": {"ne": 5}}, {"$not": [{"rating": 3}]}],
+                         ids=repr)
+def test_get_all_filters_mean_the_same(
+    real: Any, ours: compat.Memory, food_user: str, condition: dict[str, Any]
+) -> None:
+    found = {
+        name: {r["memory"] for r in mem.get_all(filters={"user_id": food_user, **condition})[
+            "results"]}
+        for name, mem in both(real, ours)
+    }
+    assert found["pgmem"] == found["mem0"]
+    assert "I like reading crime novels" not in found["pgmem"]  # it has no rating
+
+
+def test_get_all_reads_and_or_not_unlike_mem0(
+    real: Any, ours: compat.Memory, food_user: str
+) -> None:
+    """A documented difference: Mem0's get_all hands NOT to its store unread (it matches
+    nothing there); pgmem's reads it as search does."""
+    condition = {"user_id": food_user, "NOT": [{"topic": "food"}]}
+    assert real.get_all(filters=condition)["results"] == []
+    assert {r["memory"] for r in ours.get_all(filters=condition)["results"]} == {
+        "I like hiking in the Alps", "I like reading crime novels"}
+
+
 def test_search_top_k_and_scope(real: Any, ours: compat.Memory, user: str) -> None:
     other = f"{user}x"
     for name, mem in both(real, ours):
@@ -194,9 +232,43 @@ def test_search_top_k_and_scope(real: Any, ours: compat.Memory, user: str) -> No
     # pgmem's additions: scope ids as keywords (Mem0 1.x's form) and limit for top_k.
     hits = ours.search("pizza", user_id=user, limit=2)["results"]
     assert len(hits) == 2 and all(h["user_id"] == user for h in hits)
-    explained = ours.search("pizza", filters={"user_id": user}, top_k=1, explain=True)
-    details = explained["results"][0]["score_details"]
-    assert {"semantic", "keyword", "entity", "score"} <= details.keys()
+
+
+def test_score_details_have_mem0s_keys(real: Any, ours: compat.Memory, food_user: str) -> None:
+    """search(explain=True): code reading Mem0's score_details keys reads pgmem's."""
+    details = {}
+    for name, mem in both(real, ours):
+        hits = mem.search("pizza with olives", filters={"user_id": food_user}, top_k=2,
+                          threshold=0.2, explain=True)["results"]
+        details[name] = hits[0]["score_details"]
+        assert hits[0]["memory"] == "I like pizza with olives", name
+    assert details["pgmem"].keys() == details["mem0"].keys()
+    assert shape(details["pgmem"]) == shape(details["mem0"])
+    mine = details["pgmem"]
+    assert mine["threshold"] == 0.2 and mine["semantic_score"] > 0.5
+    assert mine["final_score"] == pytest.approx(mine["raw_score"] / mine["max_possible_score"])
+
+
+def test_threshold_zero_keeps_every_memory(real: Any, ours: compat.Memory, user: str) -> None:
+    """Mem0 clamps similarity at 0, so threshold=0.0 keeps memories pointing away from the
+    query (cosine < 0 with MiniLM), which pgmem's own threshold 0.0 drops."""
+    texts = ["I like pizza with olives", "Quarterly VAT filing deadline 2031",
+             "Tax form 1099-B box 12", "The mitochondria is the powerhouse of the cell"]
+    found = {}
+    for name, mem in both(real, ours):
+        for text in texts:
+            mem.add(text, user_id=user, infer=False)
+        found[name] = mem.search("What do I like?", filters={"user_id": user}, top_k=10,
+                                 threshold=0.0, explain=True)["results"]
+    assert {r["memory"] for r in found["pgmem"]} == {r["memory"] for r in found["mem0"]} == set(
+        texts
+    )
+    for hits in found.values():
+        assert all(r["score"] >= 0 and r["score_details"]["semantic_score"] >= 0 for r in hits)
+    native = ours.memory.search("What do I like?", user_id=user, limit=10, threshold=0.0)
+    assert len(native) < len(texts)  # pgmem's own API keeps its meaning (cosine >= 0) ...
+    assert len(ours.memory.search("What do I like?", user_id=user, limit=10,
+                                  threshold=-1.0)) == len(texts)  # ... and -1 drops none
 
 
 def test_update_history_delete_agree(real: Any, ours: compat.Memory, user: str) -> None:
@@ -360,3 +432,196 @@ def test_a_mem0_script_runs_unchanged_but_the_import(shared_dsn: str, home: Path
         traces[name] = trace
     assert traces["pgmem"] == traces["mem0"]
     assert traces["pgmem"][0] == ["Got it: no meat, no nuts", "I'm vegetarian and allergic to nuts"]
+
+
+# -- one config, both ways ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def configured(
+    shared_dsn: str, home: Path, embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> Iterator[Any]:
+    """``make(collection, **vector_store_config)``: real Mem0 and pgmem.compat.mem0, each made by
+    ``from_config`` from the same Mem0 config (pgmem's models passed in its "pgmem" section)."""
+    made: list[Any] = []
+
+    def make(
+        collection: str, pgmem_options: dict[str, Any] | None = None, **store: Any
+    ) -> tuple[Any, compat.Memory]:
+        prepare_mem0(home)
+        from mem0 import Memory as Mem0Memory
+
+        config = mem0_config(shared_dsn, collection, home)
+        config["vector_store"]["config"].update(store)
+        config["vector_store"]["config"] = {
+            k: v for k, v in config["vector_store"]["config"].items() if v is not None
+        }
+        pair = (Mem0Memory.from_config(config),
+                compat.Memory.from_config({**config, "pgmem": {
+                    "embedder": embedder, "nlp": analyzer, **(pgmem_options or {})}}))
+        made.extend(pair)
+        return pair
+
+    yield make
+    for mem in made:
+        mem.close()
+
+
+def test_wildcard_scope_ids(configured: Any) -> None:
+    """{"run_id": "*"}: any run, but one; {"user_id": "*"}: every memory that has a user."""
+    real, ours = configured(f"wild_{uuid.uuid4().hex[:8]}")
+    found: dict[str, dict[str, Any]] = {}
+    for name, mem in both(real, ours):
+        mem.add("Alice likes green tea", user_id="alice", infer=False)
+        mem.add("Alice drank tea in run one", user_id="alice", run_id="r1", infer=False)
+        mem.add("Alice spilled tea in run two", user_id="alice", run_id="r2", infer=False)
+        mem.add("Bob likes black tea", user_id="bob", infer=False)
+        mem.add("The tea agent's note", agent_id="tea-bot", infer=False)
+        found[name] = {
+            "runs": mem.search("tea", filters={"user_id": "alice", "run_id": "*"},
+                               threshold=0.0)["results"],
+            "users": mem.search("tea", filters={"user_id": "*"}, threshold=0.0)["results"],
+            "listed": mem.get_all(filters={"user_id": "*", "run_id": "*"})["results"],
+            "agents": mem.get_all(filters={"agent_id": "*"})["results"],
+        }
+    texts = {name: {key: {r["memory"] for r in rows} for key, rows in result.items()}
+             for name, result in found.items()}
+    assert texts["pgmem"] == texts["mem0"]
+    assert texts["pgmem"]["runs"] == {"Alice drank tea in run one", "Alice spilled tea in run two"}
+    assert texts["pgmem"]["users"] == {"Alice likes green tea", "Alice drank tea in run one",
+                                       "Alice spilled tea in run two", "Bob likes black tea"}
+    assert texts["pgmem"]["listed"] == texts["pgmem"]["runs"]
+    assert texts["pgmem"]["agents"] == {"The tea agent's note"}
+    for name, mem in both(real, ours):  # delete_all reads "*" the same way
+        mem.delete_all(user_id="alice", run_id="*")
+        left = {r["memory"] for r in mem.get_all(filters={"user_id": "alice"})["results"]}
+        assert left == {"Alice likes green tea"}, name
+    assert ours.memory.get_all(user_id="*").items == ()  # pgmem's own API: "*" is a name
+
+
+def test_collections_are_kept_apart(configured: Any) -> None:
+    """Two configs on one database with different collection_name: B sees none of A's
+    memories and B's reset() leaves A's alone (pgmem: a collection is a tenant)."""
+    tag = uuid.uuid4().hex[:8]
+    real_a, ours_a = configured(f"tenant_a_{tag}")
+    real_b, ours_b = configured(f"tenant_b_{tag}")
+    seen = {}
+    for name, (a, b) in (("mem0", (real_a, real_b)), ("pgmem", (ours_a, ours_b))):
+        a.add("A's private note", user_id="shared-user", infer=False)
+        b.add("B's own note", user_id="shared-user", infer=False)
+        listed_by_b = b.get_all(filters={"user_id": "shared-user"})["results"]
+        found_by_b = b.search("private note", filters={"user_id": "shared-user"},
+                              threshold=0.0)["results"]
+        b.reset()
+        seen[name] = (
+            {r["memory"] for r in listed_by_b}, {r["memory"] for r in found_by_b},
+            b.get_all(filters={"user_id": "shared-user"})["results"],
+            {r["memory"] for r in a.get_all(filters={"user_id": "shared-user"})["results"]},
+        )
+    assert seen["pgmem"] == seen["mem0"] == ({"B's own note"}, {"B's own note"}, [],
+                                             {"A's private note"})
+    assert ours_a.memory.tenant == f"tenant_a_{tag}"
+
+
+def test_from_config_fills_what_mem0_fills(configured: Any, server_dsn: str) -> None:
+    """Mem0's documented pgvector fields without dbname: Mem0 connects to database postgres,
+    and so does pgmem (not to a database named after the user)."""
+    parts = conninfo_to_dict(server_dsn)
+    fields = {"connection_string": None, "host": parts.get("host") or "localhost",
+              "port": int(parts.get("port") or 5432), "user": parts.get("user") or "postgres",
+              "password": parts.get("password") or "unused"}
+    collection = f"nodb_{uuid.uuid4().hex[:8]}"
+    schema = f"pgmem_{collection}"
+    try:
+        real, ours = configured(collection, {"schema": schema}, **fields)
+        for name, mem in both(real, ours):
+            mem.add("stored in database postgres", user_id="dora", infer=False)
+            rows = mem.get_all(filters={"user_id": "dora"})["results"]
+            assert [r["memory"] for r in rows] == ["stored in database postgres"], name
+        postgres = make_conninfo(server_dsn, dbname="postgres")
+        with psycopg.connect(postgres) as conn:
+            assert conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                (f"public.{collection}",)).fetchone() == (True,)
+            assert conn.execute(
+                sql.SQL("SELECT count(*) FROM {}.memories WHERE tenant = %s").format(
+                    sql.Identifier(schema)), (collection,)).fetchone() == (1,)
+    finally:
+        with psycopg.connect(make_conninfo(server_dsn, dbname="postgres"),
+                             autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(collection)))
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.Identifier(schema)))
+
+
+# -- AsyncMemory -------------------------------------------------------------------------------
+
+
+def test_async_memory_has_the_sync_ones_methods() -> None:
+    """One set of calls: the two facades' Mem0 methods take the same arguments, and
+    AsyncMemory's are coroutines, as mem0.AsyncMemory's."""
+    require_mem0()
+    import inspect
+
+    import mem0
+
+    names = ["add", "search", "get", "get_all", "update", "delete", "delete_all", "history",
+             "reset"]
+    for name in names:
+        sync_method, async_method = getattr(compat.Memory, name), getattr(compat.AsyncMemory, name)
+        assert inspect.signature(sync_method) == inspect.signature(async_method), name
+        assert inspect.iscoroutinefunction(async_method), name
+        assert inspect.iscoroutinefunction(getattr(mem0.AsyncMemory, name)), name
+        theirs = set(inspect.signature(getattr(mem0.Memory, name)).parameters) - {"kwargs"}
+        assert theirs <= set(inspect.signature(sync_method).parameters), name
+
+
+ASYNC_SCRIPT = '''
+async def script(m):
+    added = await m.add([{"role": "user", "content": "I'm vegetarian"},
+                         {"role": "assistant", "content": "Noted: no meat", "name": "chef"}],
+                        user_id=USER, metadata={"category": "diet"}, infer=False)
+    await m.add("I play the cello on Sundays", user_id=USER, run_id="r1", infer=False)
+    first = added["results"][0]["id"]
+    trace.append(sorted((r["memory"], r["role"], r["actor_id"]) for r in added["results"]))
+    hits = await m.search("what can I eat?", filters={"user_id": USER, "category": "diet"})
+    trace.append(sorted(r["memory"] for r in hits["results"]))
+    runs = await m.search("music", filters={"user_id": USER, "run_id": "*"}, threshold=0.0)
+    trace.append([r["memory"] for r in runs["results"]])
+    trace.append(await m.update(first, text="I'm vegan"))
+    trace.append((await m.get(first))["memory"])
+    trace.append([(h["event"], h["old_memory"], h["new_memory"]) for h in await m.history(first)])
+    trace.append(await m.delete(first))
+    trace.append(await m.get(first))
+    rest = await m.get_all(filters={"user_id": USER})
+    trace.append(sorted(r["memory"] for r in rest["results"]))
+    trace.append(await m.delete_all(user_id=USER))
+    trace.append((await m.get_all(filters={"user_id": USER}))["results"])
+    try:
+        await m.delete(first)
+    except ValueError:
+        trace.append("not found")
+'''
+
+
+def test_a_mem0_async_script_runs_unchanged_but_the_import(shared_dsn: str, home: Path) -> None:
+    import asyncio
+
+    traces = {}
+    for name, module in (("mem0", "mem0"), ("pgmem", "pgmem.compat.mem0")):
+        prepare_mem0(home)
+        trace: list[Any] = []
+        namespace = {"USER": f"async-{name}", "trace": trace}
+        exec(compile(ASYNC_SCRIPT, f"<{name} async script>", "exec"), namespace)  # noqa: S102
+        memory_class = __import__(module, fromlist=["AsyncMemory"]).AsyncMemory
+        mem = memory_class.from_config(mem0_config(shared_dsn, "async_script", home))
+
+        async def main(mem: Any = mem, script: Any = namespace["script"]) -> None:
+            async with mem:
+                await script(mem)
+
+        asyncio.run(main())
+        traces[name] = trace
+    assert traces["pgmem"] == traces["mem0"]
+    assert traces["pgmem"][2] == ["I play the cello on Sundays"]
+    assert traces["pgmem"][-1] == "not found"

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 import pgmem
 from pgmem.compat import mem0 as compat
-from pgmem.importers.mem0 import import_collection
+from pgmem.importers.mem0 import IMPORT_KEY, import_collection
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 
@@ -84,7 +84,9 @@ def test_import_keeps_ids_scopes_times_and_metadata(
     lyon = next(i for i, r in written.items() if r["memory"] == "I moved to Lyon")
     record = target.get(lyon)
     assert (record.user_id, record.agent_id, record.run_id) == ("alice", "travel", "r1")
+    origin = record.metadata.pop(IMPORT_KEY)  # where it came from, which compat never shows
     assert record.metadata == {"role": "user"}
+    assert origin["collection"] == f"public.{COLLECTION}" and len(origin["version"]) == 32
     events = target.history(lyon)
     assert [e.event for e in events] == ["ADD"]
     assert events[0].created_at == record.created_at
@@ -191,13 +193,16 @@ def test_cli_imports_a_mem0_collection(
     out = capsys.readouterr()
     assert "imported 5 of 5 rows" in out.out
     assert "importing" in out.err  # the progress bar
+    assert f"into tenant '{COLLECTION}'" in out.out  # a collection is a tenant, as in compat
     assert main([*args, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["read"], report["imported"], report["skipped"]) == (5, 0, 5)
-    with pgmem.Memory(db_dsn) as mem:
+    with pgmem.Memory(db_dsn, tenant=COLLECTION) as mem:
         assert {str(r.id) for r in mem.get_all(user_id="alice").items} == {
             i for i, r in written.items() if r.get("user_id") == "alice"
         }
+    assert main([*args, "--tenant", "default", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["imported"] == 5
 
 
 def test_cli_refuses_a_file_with_from_mem0(tmp_path: Path, db_dsn: str,
@@ -257,3 +262,126 @@ def test_one_id_twice_in_a_call_is_refused_before_any_write(memory: pgmem.Memory
     with pytest.raises(pgmem.InvalidInputError, match="created_at .* out of range"):
         memory.add_many(["fine", far], user_id="w")
     assert memory.get_all(user_id="w").items == ()
+
+
+def _mem0_rows(dsn: str, table: str, rows: list[tuple[uuid.UUID, dict[str, Any]]]) -> None:
+    """A Mem0-shaped collection ``table`` (created if missing) with ``rows`` upserted."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} "
+                     "(id uuid PRIMARY KEY, vector vector(384), payload jsonb)")
+        for row_id, payload in rows:
+            conn.execute(f"INSERT INTO {table} VALUES (%s, NULL, %s) ON CONFLICT (id) "
+                         "DO UPDATE SET payload = excluded.payload", (row_id, Jsonb(payload)))
+
+
+def test_sync_brings_mem0s_updates_and_deletes(
+    source_dsn: str, target: pgmem.Memory, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Mem0 changes after an import (an update, a delete, an add): a plain re-import brings
+    the add only; --sync brings all three, keeps pgmem's own memories and pgmem's edits of
+    rows Mem0 left alone, and a second sync finds nothing to do."""
+    collection = f"synced_{uuid.uuid4().hex[:8]}"
+    real = mem0_memory(source_dsn, collection, tmp_path_factory.mktemp("mem0sync"))
+    ids = {}
+    for text, scope, meta in (
+        ("I live in Paris", {"user_id": "alice"}, {"topic": "home"}),
+        ("I own a red bike", {"user_id": "alice", "run_id": "r1"}, None),
+        ("Bob's locker is 12", {"user_id": "bob"}, {"kind": "ref"}),
+        ("Deploys freeze on Fridays", {"agent_id": "ops-bot"}, None),
+    ):
+        ids[text] = real.add(text, **scope, metadata=meta, infer=False)["results"][0]["id"]
+    first = import_collection(target, collection, source=source_dsn)
+    assert (first.imported, first.skipped) == (4, 0)
+    own = target.add("pgmem's own note about Paris", user_id="alice")  # not from Mem0
+    bob = ids["Bob's locker is 12"]
+    target.update(bob, text="Bob's locker is 12 (checked in pgmem)")  # Mem0 leaves it alone
+    ops = ids["Deploys freeze on Fridays"]
+    legacy = {k: v for k, v in target.get(ops).metadata.items() if k != IMPORT_KEY}
+    target.update(ops, metadata=legacy)  # as imported before imports recorded their origin
+    paris, bike = ids["I live in Paris"], ids["I own a red bike"]
+    real.update(paris, text="I live in Lyon", metadata={"since": 2024})
+    real.delete(bike)
+    added = real.add("I adopted a cat", user_id="alice", infer=False)["results"][0]["id"]
+
+    plain = import_collection(target, collection, source=source_dsn)
+    assert (plain.imported, plain.updated, plain.deleted) == (1, 0, 0)  # the add only
+    assert target.get(paris).text == "I live in Paris"
+
+    progress: list[tuple[int, int]] = []
+    report = import_collection(target, collection, source=source_dsn, sync=True,
+                               on_progress=lambda done, total: progress.append((done, total)))
+    assert (report.imported, report.updated, report.deleted, report.skipped) == (0, 1, 1, 3)
+    assert report.sync and progress[-1] == (5, 5)
+    door = compat.Memory(memory=target)
+    for memory_id in (paris, added, ops):
+        assert door.get(memory_id) | {"updated_at": None} == real.get(memory_id) | {
+            "updated_at": None}
+    assert door.get(paris)["metadata"] == {"topic": "home", "since": 2024}
+    assert [e.event for e in target.history(paris)] == ["ADD", "UPDATE"]
+    assert target.get(bob).text == "Bob's locker is 12 (checked in pgmem)"
+    with pytest.raises(pgmem.NotFoundError):
+        target.get(bike)
+    assert target.get(own.id).text == "pgmem's own note about Paris"
+
+    again = import_collection(target, collection, source=source_dsn, sync=True)
+    assert (again.imported, again.updated, again.deleted, again.skipped) == (0, 0, 0, 4)
+    assert IMPORT_KEY in target.get(ops).metadata  # adopted by the sync
+    real.delete(bob)  # deleted in Mem0: deleted in pgmem, pgmem's edit or not
+    real.delete(ops)
+    assert import_collection(target, collection, source=source_dsn, sync=True).deleted == 2
+    assert {str(r.id) for r in target.get_all(user_id="alice").items} == {
+        paris, added, str(own.id)}
+    real.close()
+
+
+def test_sync_checks_everything_before_writing(source_dsn: str, target: pgmem.Memory) -> None:
+    """A row whose id pgmem holds in another scope, or a row with no text: a clear error naming
+    the row (and no stored content), and nothing written -- not the good rows either."""
+    table = f"sync_bad_{uuid.uuid4().hex[:8]}"
+    kept = uuid.uuid4()
+    _mem0_rows(source_dsn, table, [(kept, {"data": "first words", "user_id": "erin"})])
+    assert import_collection(target, table, source=source_dsn, sync=True).imported == 1
+    secret = target.add("Victim's secret: the code is 4242", user_id="victim")
+    new = uuid.uuid4()
+    _mem0_rows(source_dsn, table, [
+        (kept, {"data": "second words", "user_id": "erin"}),
+        (new, {"data": "a new row", "user_id": "erin"}),
+        (secret.id, {"data": "taking over", "user_id": "mallory"}),
+    ])
+    with pytest.raises(pgmem.InvalidInputError, match=str(secret.id)) as taken:
+        import_collection(target, table, source=source_dsn, sync=True)
+    assert "another scope" in str(taken.value) and "4242" not in str(taken.value)
+    with psycopg.connect(source_dsn, autocommit=True) as conn:
+        conn.execute(f"DELETE FROM {table} WHERE id = %s", (secret.id,))
+    textless = uuid.uuid4()
+    _mem0_rows(source_dsn, table, [(textless, {"user_id": "erin", "memory": "not data"})])
+    with pytest.raises(pgmem.InvalidInputError, match=str(textless)):
+        import_collection(target, table, source=source_dsn, sync=True)
+    assert target.get(kept).text == "first words"
+    assert [r.text for r in target.get_all(user_id="erin").items] == ["first words"]
+    assert target.get(secret.id).text == "Victim's secret: the code is 4242"
+
+
+def test_cli_sync_reports_each_count(
+    source_dsn: str, db_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgmem.cli import main
+
+    table = f"cli_sync_{uuid.uuid4().hex[:8]}"
+    rows = [(uuid.uuid4(), {"data": f"note {n}", "user_id": "fay"}) for n in range(3)]
+    _mem0_rows(source_dsn, table, rows)
+    args = ["import", "--from-mem0", "--collection", table, "--mem0-dsn", source_dsn,
+            "--dsn", db_dsn, "--sync"]
+    assert main(args) == 0
+    assert "3 added, 0 updated, 0 deleted, 0 unchanged" in capsys.readouterr().out
+    _mem0_rows(source_dsn, table, [(rows[0][0], {"data": "note zero", "user_id": "fay"}),
+                                   (uuid.uuid4(), {"data": "note 3", "user_id": "fay"})])
+    with psycopg.connect(source_dsn, autocommit=True) as conn:
+        conn.execute(f"DELETE FROM {table} WHERE id = %s", (rows[1][0],))
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["imported"], report["updated"], report["deleted"], report["skipped"]) == (
+        1, 1, 1, 1)
+    with pgmem.Memory(db_dsn, tenant=table) as mem:
+        assert sorted(r.text for r in mem.get_all(user_id="fay").items) == [
+            "note 2", "note 3", "note zero"]

@@ -159,7 +159,7 @@ BAD_CALLS: dict[str, tuple[Callable[[pgmem.Memory, uuid.UUID], Any], type[pgmem.
     # thresholds
     **{
         f"threshold {value!r}": (_searching_with_threshold(value), pgmem.InvalidInputError)
-        for value in (-0.01, 1.01, float("nan"), float("inf"), float("-inf"), True, "0.5", None)
+        for value in (-1.01, 1.01, float("nan"), float("inf"), float("-inf"), True, "0.5", None)
     },
     # NUL characters, which PostgreSQL cannot store, and lone surrogates, which are no Unicode
     "NUL in text": (lambda m, i: m.add("a\x00b", user_id="u"), pgmem.InvalidInputError),

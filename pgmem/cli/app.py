@@ -54,8 +54,9 @@ def global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         help=f"pgmem's PostgreSQL schema (default: {DEFAULT_SCHEMA})",
     )
     parser.add_argument(
-        "--tenant", default=argparse.SUPPRESS if suppress else "default",
-        help="tenant, the distribution key (default: default)",
+        "--tenant", default=argparse.SUPPRESS if suppress else None,
+        help="tenant, the distribution key (default: default; for import --from-mem0, the "
+             "collection's name, as pgmem.compat.mem0 maps a collection to a tenant)",
     )
     parser.add_argument(
         "--no-server", action="store_true", default=argparse.SUPPRESS if suppress else False,

@@ -1,5 +1,6 @@
-"""``pgmem import --from-mem0``: bring a Mem0 pgvector collection over
-(:func:`pgmem.importers.mem0.import_collection`). Its options join ``pgmem import``'s."""
+"""``pgmem import --from-mem0 [--sync]``: bring a Mem0 pgvector collection over, or what changed
+in it since (:func:`pgmem.importers.mem0.import_collection`), into the tenant named after the
+collection unless ``--tenant`` names another. Its options join ``pgmem import``'s."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ def import_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--vectors", choices=tuple(REUSE), default="auto",
                        help="keep Mem0's vectors (reuse), embed every text again (reembed), or "
                             "keep them when they are the embedder's (auto, the default)")
+    group.add_argument("--sync", action="store_true",
+                       help="also bring Mem0's updates and deletes since the last import: "
+                            "update the memories whose row changed, delete those imported from "
+                            "this collection that it no longer has (never others)")
     group.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -43,20 +48,27 @@ def cmd_import_mem0(args: argparse.Namespace, session: Session) -> int:
     if any(getattr(args, key, None) for key in ("user_id", "agent_id", "run_id")):
         raise InvalidInputError("--from-mem0 keeps each memory's own scope: drop --user, "
                                 "--agent and --run")
+    if args.tenant is None:
+        session.tenant = args.collection
     memory = session.memory()
     progress = ProgressBar("importing")
     try:
         report = import_collection(
             memory, args.collection, source=args.mem0_dsn or session.dsn(),
             source_schema=args.mem0_schema, reuse_vectors=REUSE[args.vectors],
-            batch_size=args.batch_size, on_progress=progress,
+            batch_size=args.batch_size, on_progress=progress, sync=args.sync,
         )
     finally:
         progress.finish()
     if args.json:
         print_json(report)
+    elif report.sync:
+        print(f"synced Mem0 collection {args.collection} ({report.read} rows) into tenant "
+              f"{memory.tenant!r}: {report.imported} added, {report.updated} updated, "
+              f"{report.deleted} deleted, {report.skipped} unchanged; {report.vectors}")
     else:
         print(f"imported {report.imported} of {report.read} rows from Mem0 collection "
-              f"{args.collection}" + (f" ({report.skipped} already there, skipped)"
-                                      if report.skipped else "") + f"; {report.vectors}")
+              f"{args.collection} into tenant {memory.tenant!r}"
+              + (f" ({report.skipped} already there, skipped)" if report.skipped else "")
+              + f"; {report.vectors}")
     return 0

@@ -55,7 +55,7 @@ class Session:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.schema: str = args.schema
-        self.tenant: str = args.tenant
+        self.tenant: str = "default" if args.tenant is None else args.tenant
         self._dsn = configured_dsn(args.dsn)
         self._autostart = autostart(args)
         self._embedded: DefaultDatabase | None = None

@@ -1,0 +1,178 @@
+"""Mem0's ``filters`` as pgmem's: :func:`mem0_filters` splits them into the scope and a
+:mod:`pgmem.filters` metadata filter that matches what Mem0 2.2.1's pgvector store matches.
+
+Mem0's store compares ``payload->>key`` in SQL, so a condition on a key a memory lacks (or holds
+as JSON null) is neither true nor false but NULL, and ``ne``, ``nin`` and ``NOT`` leave that
+memory out: ``{"status": {"ne": "done"}}`` matches only memories that have a status.
+pgmem's own filters are two-valued (a missing key is "not equal"). So each Mem0 condition is
+translated into two pgmem filters, where it is true and where it is false, and ``NOT`` swaps
+them; the memories where neither holds are Mem0's NULLs. ``"*"`` (the key is present) is never
+NULL. A scope id ``"*"`` is :data:`pgmem.validate.ANY`: any value, but one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from pgmem.errors import FilterError, InvalidInputError, ScopeError
+from pgmem.validate import ANY, ScopeId
+
+__all__ = ["SCOPE_KEYS", "WILDCARD", "entity_id", "mem0_filters", "scope_args"]
+
+SCOPE_KEYS = ("user_id", "agent_id", "run_id")
+#: Mem0's "any value" (of a metadata key, or of a scope id in a read).
+WILDCARD = "*"
+_COMBINATORS = {"AND": "AND", "$and": "AND", "OR": "OR", "$or": "OR", "NOT": "NOT", "$not": "NOT"}
+# Operators that hold only on a present, non-null value: their "true" needs no presence test.
+_PRESENT_ONLY = ("eq", "gt", "gte", "lt", "lte", "in", "contains", "icontains")
+
+Filter = dict[str, Any]
+
+
+class _Truth(NamedTuple):
+    """A Mem0 condition as two pgmem filters: where it is true, and where it is false."""
+
+    true: Filter
+    false: Filter
+
+
+def entity_id(value: object, name: str, *, wildcard: bool = False) -> ScopeId | None:
+    """Mem0's check of a scope id: any value as text, trimmed, non-empty, without spaces;
+    with ``wildcard``, ``"*"`` is :data:`~pgmem.validate.ANY`."""
+    if value is None:
+        return None
+    text = (value if isinstance(value, str) else str(value)).strip()
+    if not text:
+        raise InvalidInputError(f"Invalid {name}: cannot be empty or whitespace-only.")
+    if any(c.isspace() for c in text):
+        raise InvalidInputError(f"Invalid {name}: cannot contain whitespace.")
+    return ANY if wildcard and text == WILDCARD else text
+
+
+def scope_args(
+    user_id: object, agent_id: object, run_id: object, *, required: bool, wildcard: bool = False
+) -> dict[str, ScopeId]:
+    """The scope ids given, checked as Mem0 checks them (``"*"`` is ANY with ``wildcard``).
+
+    Raises:
+        ScopeError: none given and ``required``.
+        InvalidInputError: an id is blank or holds a space.
+    """
+    checked = {
+        name: entity_id(value, name, wildcard=wildcard)
+        for name, value in zip(SCOPE_KEYS, (user_id, agent_id, run_id))
+    }
+    scope = {name: value for name, value in checked.items() if value is not None}
+    if required and not scope:
+        raise ScopeError("At least one of 'user_id', 'agent_id', or 'run_id' must be provided.")
+    return scope
+
+
+def mem0_filters(
+    filters: Mapping[str, Any] | None,
+    user_id: object = None,
+    agent_id: object = None,
+    run_id: object = None,
+) -> tuple[dict[str, ScopeId], Filter]:
+    """Split Mem0's ``filters`` into the scope (its ``user_id`` / ``agent_id`` / ``run_id``,
+    with the keyword ids; ``"*"``: any value) and a :mod:`pgmem.filters` metadata filter that
+    matches the memories Mem0's matches: ``{"key": "*"}`` is "has the key", ``{"key": [..]}``
+    is ``in``, ``NOT: [a, b]`` is "neither a nor b", and a condition on a key a memory lacks
+    leaves it out, even under ``ne``, ``nin`` or ``NOT``.
+
+    Raises:
+        ScopeError: no scope id at all.
+        InvalidInputError: a keyword id differs from the one in ``filters``.
+        FilterError: the filter is not a dict, or names a scope id inside AND/OR/NOT.
+    """
+    if filters is None:
+        filters = {}
+    if not isinstance(filters, Mapping):
+        raise FilterError(f"filters must be a dict, got {type(filters).__name__}")
+    keywords = scope_args(user_id, agent_id, run_id, required=False, wildcard=True)
+    scope = dict(keywords)
+    parts: list[Filter] = []
+    for key, value in filters.items():
+        if key in SCOPE_KEYS:
+            checked = entity_id(value, key, wildcard=True)
+            if checked is None:
+                continue
+            if key in keywords and keywords[key] != checked:
+                raise InvalidInputError(
+                    f"{key} is {keywords[key]!r} as a keyword but {checked!r} in filters"
+                )
+            scope[key] = checked
+        else:
+            parts.append(_entry(key, value).true)
+    if not scope:
+        raise ScopeError(
+            "filters must contain at least one of: user_id, agent_id, run_id. "
+            "Example: filters={'user_id': 'u1'}"
+        )
+    return scope, all_of(parts)
+
+
+def all_of(parts: list[Filter]) -> Filter:
+    """The pgmem filter matching every one of ``parts`` (``{}``: everything)."""
+    return {} if not parts else parts[0] if len(parts) == 1 else {"AND": parts}
+
+
+def _any_of(parts: list[Filter]) -> Filter:
+    return parts[0] if len(parts) == 1 else {"OR": parts}
+
+
+def _both(parts: list[_Truth]) -> _Truth:
+    return _Truth(all_of([p.true for p in parts]), _any_of([p.false for p in parts]))
+
+
+def _entry(key: str, value: Any) -> _Truth:
+    """One entry of a Mem0 filter."""
+    if key in _COMBINATORS:
+        name = _COMBINATORS[key]
+        if name in ("AND", "OR") and not isinstance(value, (list, tuple)):
+            raise FilterError(f"{key} needs a list of conditions, got {type(value).__name__}")
+        conditions = value if isinstance(value, (list, tuple)) else [value]
+        if not conditions:
+            raise FilterError(f"{key} needs a non-empty list of conditions")
+        groups = [_group(condition, key) for condition in conditions]
+        if name == "AND":
+            return _both(groups)
+        either = _Truth(_any_of([g.true for g in groups]), all_of([g.false for g in groups]))
+        # Mem0: NOT [a, b] is NOT (a OR b): true where that OR is false, and false where true.
+        return either if name == "OR" else _Truth(either.false, either.true)
+    if isinstance(value, str) and value == WILDCARD:
+        return _Truth({key: {"exists": True}}, {key: {"exists": False}})
+    if isinstance(value, list):
+        return _condition(key, "in", value)
+    if isinstance(value, Mapping):
+        if not value:
+            raise FilterError(f"filters[{key!r}]: an empty operator mapping")
+        return _both([_condition(key, op, arg) for op, arg in value.items()])
+    return _condition(key, "eq", value)
+
+
+def _condition(key: str, op: str, value: Any) -> _Truth:
+    """``key op value``: true or false where the key holds a value, neither where it does not."""
+    present = {key: {"exists": True, "ne": None}}
+    holds = {key: {op: value}}
+    true = holds if op in _PRESENT_ONLY and value is not None else {"AND": [present, holds]}
+    return _Truth(true, {"AND": [present, {"NOT": holds}]})
+
+
+def _group(condition: object, where: str) -> _Truth:
+    """A condition inside AND / OR / NOT: its entries, all of them."""
+    if not isinstance(condition, Mapping):
+        raise FilterError(
+            f"{where}: each condition must be a dict, got {type(condition).__name__}"
+        )
+    parts = []
+    for key, value in condition.items():
+        if key in SCOPE_KEYS:
+            raise FilterError(
+                f"{where}: {key} may only appear at the top level of filters (it is the scope)"
+            )
+        parts.append(_entry(key, value))
+    if not parts:
+        raise FilterError(f"{where}: a condition is empty")
+    return _both(parts)
