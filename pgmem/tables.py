@@ -31,6 +31,7 @@ from pgmem.migrate import DEFAULT_DIM, DEFAULT_SCHEMA, check_schema_name, check_
 
 __all__ = [
     "Tables", "embedding_models", "entities", "history", "memories", "memory_entities",
+    "tenant_secrets",
     "metadata", "tables",
 ]
 
@@ -44,6 +45,7 @@ class Tables(NamedTuple):
     memory_entities: sa.Table
     history: sa.Table
     embedding_models: sa.Table
+    tenant_secrets: sa.Table
 
 
 def _tenant() -> sa.Column[str]:
@@ -98,11 +100,19 @@ def tables(
         _timestamp("updated_at"),
         # The text search configuration the lexemes were made in (pgmem.languages).
         sa.Column("ts_config", sa.Text, nullable=False, server_default=sa.text("'english'")),
+        # A store item (pgmem.langgraph) has a namespace and a key instead of scope ids, and may
+        # expire; labels compare byte by byte.
+        sa.Column("namespace", postgresql.ARRAY(sa.Text(collation="C"))),
+        sa.Column("key", sa.Text),
+        sa.Column("ttl_minutes", sa.Double),
+        sa.Column("expires_at", sa.DateTime(timezone=True)),
         sa.PrimaryKeyConstraint("tenant", "id", name="memories_pkey"),
         sa.CheckConstraint(
-            "user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL",
+            "user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL"
+            " OR namespace IS NOT NULL",
             name="memories_scope_check",
         ),
+        sa.CheckConstraint("(namespace IS NULL) = (key IS NULL)", name="memories_item_check"),
     )
     entities = sa.Table(
         "entities",
@@ -125,6 +135,7 @@ def tables(
         sa.Column("user_id", sa.Text),  # the memory's scope ids, copied
         sa.Column("agent_id", sa.Text),
         sa.Column("run_id", sa.Text),
+        sa.Column("namespace", postgresql.ARRAY(sa.Text(collation="C"))),  # the item's, copied
         sa.PrimaryKeyConstraint("tenant", "memory_id", "entity_id", name="memory_entities_pkey"),
         sa.ForeignKeyConstraint(
             ["tenant", "memory_id"], [memories.c.tenant, memories.c.id],
@@ -163,7 +174,22 @@ def tables(
             "storage IN ('vector', 'halfvec')", name="embedding_models_storage_check"
         ),
     )
-    return Tables(metadata, memories, entities, memory_entities, history, embedding_models)
+    # A random salt per tenant for pgmem's lock keys (docs/security.md).
+    tenant_secrets = sa.Table(
+        "tenant_secrets",
+        metadata,
+        sa.Column("tenant", sa.Text, nullable=False),
+        sa.Column(
+            "lock_salt", sa.Text, nullable=False,
+            server_default=sa.text("gen_random_uuid()::text || gen_random_uuid()::text"),
+        ),
+        sa.PrimaryKeyConstraint("tenant", name="tenant_secrets_pkey"),
+    )
+    return Tables(
+        metadata, memories, entities, memory_entities, history, embedding_models, tenant_secrets
+    )
 
 
-metadata, memories, entities, memory_entities, history, embedding_models = tables()
+(
+    metadata, memories, entities, memory_entities, history, embedding_models, tenant_secrets
+) = tables()

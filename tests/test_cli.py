@@ -428,7 +428,7 @@ def test_errors_are_one_line_without_traceback(
 
 def test_an_unreachable_server_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     err = Run("postgresql://postgres@127.0.0.1:1/none", capsys).error("list", "--user", "u")
-    assert "connection to PostgreSQL failed" in err
+    assert "could not connect to PostgreSQL" in err
 
 
 def test_demo_shows_each_signal_deciding_a_search(run: Run) -> None:
