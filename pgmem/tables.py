@@ -30,9 +30,15 @@ from sqlalchemy.dialects import postgresql
 from pgmem.migrate import DEFAULT_DIM, DEFAULT_SCHEMA, check_schema_name, check_storage
 
 __all__ = [
-    "Tables", "embedding_models", "entities", "history", "memories", "memory_entities",
+    "Tables",
+    "embedding_models",
+    "entities",
+    "history",
+    "memories",
+    "memory_entities",
+    "metadata",
+    "tables",
     "tenant_secrets",
-    "metadata", "tables",
 ]
 
 
