@@ -616,10 +616,14 @@ SELECT m.id
 -- The duplicate lock of an update's new text: the lock lock_contents takes for an add of that
 -- text to the memory's scope, so that an add or another update of the same text to the scope
 -- waits for this one. A statement of its own, before update_duplicate, whose snapshot then sees
--- whatever the previous holder committed.
+-- whatever the previous holder committed. The key holds the tenant's salt as lock_contents' does.
 SELECT pg_advisory_xact_lock(hashtext('pgmem.content'),
-                             hashtext(jsonb_build_array(%(tenant)s::text, m.user_id, m.agent_id,
-                                                        m.run_id, %(content_hash)s::text)::text))
+                             hashtext(jsonb_build_array(%(tenant)s::text,
+                                                        (SELECT s.lock_salt
+                                                           FROM {schema}.tenant_secrets s
+                                                          WHERE s.tenant = %(tenant)s::text),
+                                                        m.user_id, m.agent_id, m.run_id,
+                                                        %(content_hash)s::text)::text))
   FROM {schema}.memories m
  WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
 
