@@ -57,7 +57,7 @@ from benchmarks.database import scratch_database, server_dsn
 from pgmem.embedding import embeds_beside_analysis
 from pgmem.nlp import Analysis, Entity
 from pgmem.nlp_process import make_analyzer
-from pgmem.pipeline import content_hash
+from pgmem.builders import content_hash
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import default_database, operations, validate
+from pgmem import default_database, effects, operations, validate
 from pgmem.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-async def run_async(connector: AsyncConnector, operation: operations.Operation[T]) -> T:
+async def run_async(connector: AsyncConnector, operation: effects.Operation[T]) -> T:
     """The twin of :func:`pgmem.memory.run`: model work in a worker thread, each transaction's
     or batch's statements awaited on a connection of ``connector``; the call's result."""
     result: Any = None
@@ -49,7 +49,7 @@ async def run_async(connector: AsyncConnector, operation: operations.Operation[T
             except StopIteration as done:
                 value: T = done.value
                 return value
-            if isinstance(effect, operations.Compute):
+            if isinstance(effect, effects.Compute):
                 result = await asyncio.to_thread(effect.run)
                 continue
             for attempt in itertools.count():
@@ -62,9 +62,9 @@ async def run_async(connector: AsyncConnector, operation: operations.Operation[T
 
 
 async def _run_statements(
-    connector: AsyncConnector, effect: operations.Transaction[T] | operations.Batch[T]
+    connector: AsyncConnector, effect: effects.Transaction[T] | effects.Batch[T]
 ) -> T:
-    if isinstance(effect, operations.Batch):
+    if isinstance(effect, effects.Batch):
         async with connector.batch() as (conn, capabilities):
             statements, read = effect.statements(capabilities)
             pending = [await send_async(conn, statement) for statement in statements]

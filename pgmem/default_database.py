@@ -4,7 +4,7 @@ for :class:`pgmem.Memory` / :class:`pgmem.AsyncMemory`:
 1. a DSN given (``--dsn``, ``Memory(dsn)``), else ``PGMEM_DSN``, else libpq's ``PG*`` variables
    when ``PGHOST``, ``PGDATABASE`` or ``PGSERVICE`` is set (:func:`configured_dsn`);
 2. else the embedded default (:class:`DefaultDatabase`): the PostgreSQL of the running
-   ``pgmem server`` when there is one, else a private one that :class:`~pgmem.embedded.
+   ``pgmem server`` when there is one, else a private one that :class:`~pgmem.embedded_server.
    EmbeddedServer` starts in pgmem's data directory and stops when the last user lets go.
 
 Both are the same cluster (the data directory's), so memories written through one are there
@@ -19,7 +19,7 @@ import threading
 from typing import TypeVar
 
 from pgmem import server_state
-from pgmem.embedded import EmbeddedServer, data_home
+from pgmem.embedded_server import EmbeddedServer, data_home
 from pgmem.migrate import DEFAULT_SCHEMA
 
 LIBPQ_TARGETS = ("PGHOST", "PGDATABASE", "PGSERVICE")

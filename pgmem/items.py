@@ -8,7 +8,7 @@ search candidate, and is found by listing only). Calls by scope never see items 
 scope id, which items lack), and item calls never see scoped memories (they compare the
 namespace, which those lack).
 
-Each call here is an :data:`~pgmem.operations.Operation`, run by ``pgmem.memory.run``. A search
+Each call here is an :data:`~pgmem.effects.Operation`, run by ``pgmem.memory.run``. A search
 with a query is pgmem's search statement, scoped by namespace prefix (``scope_namespace`` in
 ``sql/queries.sql``); the other statements are in ``sql/langgraph.sql``.
 """
@@ -27,21 +27,13 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgmem import validate
+from pgmem.builders import SearchRequest, delete_params
+from pgmem.effects import Operation, Steps, compute, result_of, transaction
 from pgmem.errors import FilterError, InvalidInputError
-from pgmem.operations import (
-    Operation,
-    Operations,
-    Steps,
-    compute,
-    explain_search_steps,
-    insert_steps,
-    result_of,
-    transaction,
-    vector_guard_steps,
-)
-from pgmem.pipeline import SearchRequest, delete_params
+from pgmem.operations import Operations
 from pgmem.queries import Queries, named_blocks, raw_queries
 from pgmem.results import SearchHit
+from pgmem.steps import explain_search_steps, insert_steps, vector_guard_steps
 from pgmem.store import Row, Statement, Store
 from pgmem.validate import NewMemory, Scope
 

@@ -3,7 +3,7 @@
 Each public method hands its arguments to the operation of the same name and runs the effects it
 yields (:func:`run`): model work directly, each transaction's statements through the
 :class:`~pgmem.connection.Connector`. :class:`pgmem.AsyncMemory` is the same over ``await``.
-The pipeline's steps live in :mod:`pgmem.pipeline`; SQL in ``sql/``."""
+The pipeline's steps live in :mod:`pgmem.builders`; SQL in ``sql/``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import default_database, operations, validate
+from pgmem import default_database, effects, operations, validate
 from pgmem.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def run(connector: Connector, operation: operations.Operation[T]) -> T:
+def run(connector: Connector, operation: effects.Operation[T]) -> T:
     """Run a call: model work here, each transaction's or batch's statements on a connection of
     ``connector`` (again, on another connection, after a :func:`~pgmem.connection.retryable`
     failure); the call's result."""
@@ -48,7 +48,7 @@ def run(connector: Connector, operation: operations.Operation[T]) -> T:
             except StopIteration as done:
                 value: T = done.value
                 return value
-            if isinstance(effect, operations.Compute):
+            if isinstance(effect, effects.Compute):
                 result = effect.run()
                 continue
             for attempt in itertools.count():
@@ -61,9 +61,9 @@ def run(connector: Connector, operation: operations.Operation[T]) -> T:
 
 
 def _run_statements(
-    connector: Connector, effect: operations.Transaction[T] | operations.Batch[T]
+    connector: Connector, effect: effects.Transaction[T] | effects.Batch[T]
 ) -> T:
-    if isinstance(effect, operations.Batch):
+    if isinstance(effect, effects.Batch):
         with connector.batch() as (conn, capabilities):
             statements, read = effect.statements(capabilities)
             pending = [send(conn, statement) for statement in statements]

@@ -5,7 +5,7 @@ to do — :class:`Compute` (model work, run directly by ``Memory`` and in a work
 ``AsyncMemory``) and :class:`Transaction` (the statements of one transaction, built by the
 ``*_steps`` functions from :class:`~pgmem.store.Store`) — and returns the call's result. The
 facades only run what is yielded, so the two cannot drift. The pure builders the calls use live
-in :mod:`pgmem.pipeline`.
+in :mod:`pgmem.builders`.
 """
 
 
@@ -19,14 +19,21 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
 
 import numpy as np
-from psycopg import sql
 
 from pgmem import scoring, validate
+from pgmem.effects import (
+    Operation,
+    Steps,
+    batch,
+    compute,
+    result_of,
+    transaction,
+)
 from pgmem.embedding import (
     VectorCache,
     cached_embeddings,
@@ -42,17 +49,11 @@ from pgmem.embedding_space import (
     embedder_name,
     matches,
     mismatch,
-    space_of_rows,
 )
 from pgmem.errors import (
     ConfigurationError,
     DimensionMismatchError,
-    DuplicateError,
-    IdTakenError,
     InvalidInputError,
-    IsolationError,
-    NotFoundError,
-    SchemaError,
 )
 from pgmem.filters import compile_filters
 from pgmem.languages import Analyzers, Languages, TextSearch, check_name
@@ -67,36 +68,38 @@ from pgmem.results import (
     SearchHit,
 )
 from pgmem.scope_sizes import LargeScopes
-from pgmem.store import Row, Statement, Store
-from pgmem.validate import NewMemory, Scope, ScopeId
-
-if TYPE_CHECKING:
-    from pgmem.connection import ServerCapabilities
+from pgmem.steps import (
+    VectorsOf,
+    delete_all_steps,
+    delete_steps,
+    explain_search_steps,
+    get_steps,
+    history_steps,
+    insert_steps,
+    list_steps,
+    search_batch,
+    search_sql_steps,
+    space_steps,
+    update_steps,
+)
+from pgmem.store import Row, Store
+from pgmem.validate import NewMemory, ScopeId
 
 logger = logging.getLogger(__name__)
 
-from pgmem.pipeline import (
+from pgmem.builders import (
     LEGS,
-    MAX_EF_SEARCH,
-    MIN_EF_SEARCH,
     BatchEntities,
-    SearchPlan,
     SearchRequest,
     Vectors,
     add_results,
     batch_entities,
     decode_cursor,
-    delete_params,
     duplicate_params,
     fuse_rows,
-    history_events,
     insert_params,
     list_params,
-    memory_params,
-    page,
     query_entities,
-    record,
-    search_plan,
     signals_of_mode,
     update_params,
 )
@@ -138,378 +141,6 @@ def model_concurrency() -> int | None:
         )
     return value
 
-
-#: The statements of one transaction: yields each :class:`~pgmem.store.Statement`, receives its
-#: result, and returns the transaction's result.
-Steps = Generator[Statement[Any], Any, T]
-
-
-@dataclass(frozen=True)
-class Compute(Generic[T]):
-    """Model work (NLP, embedding, reranking), CPU-bound: ``Memory`` calls ``run`` directly,
-    ``AsyncMemory`` in a worker thread. It runs outside any transaction."""
-
-    run: Callable[[], T]
-
-
-@dataclass(frozen=True)
-class Transaction(Generic[T]):
-    """Statements for one transaction on one connection: ``steps`` gets what the server can do.
-    With ``pipeline`` they are sent in psycopg's pipeline mode (a statement that fetches nothing
-    travels with the next one)."""
-
-    steps: Callable[[ServerCapabilities], Steps[T]]
-    pipeline: bool = False
-
-
-@dataclass(frozen=True)
-class Batch(Generic[T]):
-    """Read-only statements that do not need each other's results, sent together in one round
-    trip (see :meth:`pgmem.connection.Connector.batch`): ``statements`` gets what the server can
-    do and returns the statements, and how their results (in order) make the batch's."""
-
-    statements: Callable[
-        [ServerCapabilities], tuple[Sequence[Statement[Any]], Callable[[list[Any]], T]]
-    ]
-
-
-Effect = Compute[Any] | Transaction[Any] | Batch[Any]
-#: A call: yields effects, receives their results, and returns the call's result.
-Operation = Generator[Effect, Any, T]
-
-
-def result_of(statement: Statement[T]) -> Steps[T]:
-    """Yield ``statement``; its result (``yield from`` it, for the type)."""
-    result: T = yield statement
-    return result
-
-
-def transaction(
-    steps: Callable[[ServerCapabilities], Steps[T]], *, pipeline: bool = False
-) -> Operation[T]:
-    """Yield a :class:`Transaction`; its result."""
-    result: T = yield Transaction(steps, pipeline)
-    return result
-
-
-def batch(
-    statements: Callable[
-        [ServerCapabilities], tuple[Sequence[Statement[Any]], Callable[[list[Any]], T]]
-    ],
-) -> Operation[T]:
-    """Yield a :class:`Batch`; its result."""
-    result: T = yield Batch(statements)
-    return result
-
-
-def compute(run: Callable[[], T]) -> Operation[T]:
-    """Yield a :class:`Compute`; its result."""
-    result: T = yield Compute(run)
-    return result
-
-
-def not_found(tenant: str, memory_id: uuid.UUID) -> NotFoundError:
-    """The error for a memory id the tenant does not have."""
-    return NotFoundError(f"no memory {memory_id} in tenant {tenant!r}")
-
-
-def space_steps(store: Store) -> Steps[EmbeddingSpace]:
-    """The model, dimension and storage of the schema's vectors.
-
-    Raises:
-        SchemaError: the schema is missing, or older than revision 0004.
-    """
-    tables = yield from result_of(store.schema_tables())
-    if tables is None or not tables["memories"]:
-        raise SchemaError(
-            f"pgmem's schema {store.schema!r} is not in this database: "
-            "run pgmem.migrate(dsn) or `pgmem migrate` first"
-        )
-    space = None
-    if tables["embedding_models"]:
-        space = space_of_rows((yield from result_of(store.embedding_models())))
-    if space is None:
-        raise SchemaError(
-            f"pgmem's schema {store.schema!r} has no embedding model on record (it predates "
-            "revision 0004): run pgmem.migrate(dsn) or `pgmem migrate`"
-        )
-    return space
-
-
-#: What a write that stores vectors checks first: the space its vectors were made for, and the
-#: name of the embedder that made them.
-VectorsOf = tuple[EmbeddingSpace, str]
-
-
-def vector_guard_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
-    """Check, in a write's transaction and before it writes, that the schema still holds the
-    model its vectors were made with -- a re-embedding may have switched it since the Memory
-    read it -- and record the embedder's name if no model is on record.
-
-    Raises:
-        ModelMismatchError: the schema holds another model's vectors now.
-    """
-    expected, name = vectors_of
-    # Reading embedding_models takes its ACCESS SHARE lock until the transaction ends: a
-    # re-embedding's switch (which locks the table exclusively) waits for this write, or this
-    # read waits for the switch and sees the model it recorded. (No advisory lock: any role
-    # could take one, and hold every tenant's writes.)
-    if expected.model is None:
-        yield store.claim_embedding_model(name)
-    space = space_of_rows((yield from result_of(store.embedding_models())))
-    # The model may still be unrecorded: another write's claim is under way.
-    if space is None or not matches(space, name) or (space.dim, space.storage) != (
-        expected.dim, expected.storage
-    ):
-        shown = space if space is not None else expected
-        raise mismatch(store.schema, shown, name, expected.dim)
-
-
-def insert_steps(
-    store: Store, tenant: str, params: Row, vectors_of: VectorsOf | None = None, first: int = 0
-) -> Steps[list[AddResult]]:
-    """Add a batch (``params`` from :func:`insert_params`): the duplicate locks, then the insert
-    (after :func:`vector_guard_steps` with ``vectors_of``). ``first``: the index of the batch's
-    first item in the call, for errors.
-
-    Raises:
-        IdTakenError: an item's id is another scope's (see :func:`taken_ids_steps`).
-        IsolationError: ``dedupe`` in a REPEATABLE READ transaction, whose snapshot predates the
-            locks, so that a concurrent add of the same text would be missed. Raised after the
-            insert, whose rows tell the isolation level; the caller's savepoint undoes it.
-    """
-    if vectors_of is not None:
-        yield from vector_guard_steps(store, vectors_of)
-    yield store.lock_contents(params)  # entity-name locks always, duplicate locks with dedupe
-    yield from taken_ids_steps(store, tenant, params, first)
-    rows = yield from result_of(store.insert_memories(params))
-    if params["dedupe"] and rows and rows[0]["isolation"] == "repeatable read":
-        raise IsolationError(
-            "dedupe=True cannot detect duplicates in a REPEATABLE READ transaction: its snapshot "
-            "predates the duplicate locks. Use READ COMMITTED or SERIALIZABLE, or pass "
-            "dedupe=False; nothing was written"
-        )
-    return add_results(tenant, rows)
-
-
-def taken_ids_steps(store: Store, tenant: str, params: Row, first: int) -> Steps[None]:
-    """Refuse a batch whose items bring ids (an import's) that the tenant has in another scope:
-    a call must never learn about, nor take over, a memory outside its scope. The error names
-    the item and its id, nothing of the memory.
-
-    Raises:
-        IdTakenError: such an item (the first), before anything of the batch is written.
-    """
-    if not any(given is not None for given in params["ids"]):
-        return
-    taken = yield from result_of(store.taken_ids(params))
-    if taken:
-        index = first + taken[0] - 1
-        raise IdTakenError(
-            f"items[{index}]: id {params['ids'][taken[0] - 1]} is taken in tenant {tenant!r} "
-            "by a memory of another scope: give the item another id, or none; nothing of its "
-            "batch was written"
-        )
-
-
-def update_steps(
-    store: Store, tenant: str, memory_id: uuid.UUID, params: Row,
-    vectors_of: VectorsOf | None = None, within: Mapping[str, str] | None = None,
-) -> Steps[MemoryRecord]:
-    """Update a memory (``params`` from :func:`update_params`) after locking it and its entities
-    (and, for new vectors, :func:`vector_guard_steps` with ``vectors_of``); with ``within``,
-    only a memory of that scope (see :func:`get_steps`)."""
-    if vectors_of is not None:
-        yield from vector_guard_steps(store, vectors_of)
-    if not (yield from result_of(store.lock_memory(params))):
-        raise not_found(tenant, memory_id)
-    if within:
-        yield from get_steps(store, tenant, memory_id, within)
-    if params["content_hash"] is not None:  # a new text: add's duplicate rule, under its lock
-        yield store.lock_update_content(params)
-        duplicate = yield from result_of(store.update_duplicate(params))
-        if duplicate is not None:
-            raise DuplicateError(
-                f"memory {duplicate} of this scope already has this text: the update of "
-                f"{memory_id} is refused, nothing was written"
-            )
-    yield store.lock_linked_entities(params)
-    row = yield from result_of(store.update_memory(params))
-    if row is None:  # not after lock_memory found it
-        raise not_found(tenant, memory_id)
-    return record(tenant, row)
-
-
-def delete_steps(
-    store: Store, tenant: str, memory_id: uuid.UUID, within: Mapping[str, str] | None = None
-) -> Steps[None]:
-    """Delete a memory after locking it and its entities; with ``within``, only a memory of
-    that scope (see :func:`get_steps`)."""
-    params = memory_params(tenant, memory_id)
-    if not (yield from result_of(store.lock_memory(params))):
-        raise not_found(tenant, memory_id)
-    if within:
-        yield from get_steps(store, tenant, memory_id, within)
-    yield store.lock_linked_entities(params)
-    yield store.delete_memories(params)
-
-
-def delete_all_steps(store: Store, tenant: str, scope: Scope) -> Steps[int]:
-    """Delete every memory of ``scope`` after locking them and their entities; how many."""
-    ids = yield from result_of(store.lock_scope_memories(scope.params()))
-    if not ids:
-        return 0
-    params = delete_params(tenant, ids)
-    yield store.lock_linked_entities(params)
-    deleted = yield from result_of(store.delete_memories(params))
-    return len(deleted)
-
-
-def get_steps(
-    store: Store, tenant: str, memory_id: uuid.UUID, within: Mapping[str, str] | None = None
-) -> Steps[MemoryRecord]:
-    """The memory ``memory_id``; NotFoundError when the tenant has none, or when it is not in
-    the scope ``within`` gives (its scope ids, any of user_id, agent_id, run_id)."""
-    row = yield from result_of(store.get_memory(memory_params(tenant, memory_id)))
-    if row is None:
-        raise not_found(tenant, memory_id)
-    found = record(tenant, row)
-    if within and any(getattr(found, name) != value for name, value in within.items()):
-        shown = ", ".join(f"{name}={value!r}" for name, value in within.items())
-        raise NotFoundError(f"no memory {memory_id} in scope {shown} of tenant {tenant!r}")
-    return found
-
-
-def list_steps(
-    store: Store, tenant: str, params: Row, condition: sql.Composable, limit: int
-) -> Steps[Page]:
-    """One page of ``get_all`` (``params`` from :func:`list_params`)."""
-    rows = yield from result_of(store.list_memories(params, condition))
-    return page(tenant, rows, limit)
-
-
-def history_steps(
-    store: Store, tenant: str, memory_id: uuid.UUID, within: Mapping[str, str] | None = None
-) -> Steps[list[HistoryEvent]]:
-    """The events of ``memory_id``; NotFoundError when the tenant never had it. With
-    ``within``, only those of a memory that is still there, in that scope (see
-    :func:`get_steps`), since its latest DELETE: a deleted memory's events carry no scope to
-    check, and its id may have been imported again into another scope."""
-    if within:
-        yield from get_steps(store, tenant, memory_id, within)
-    rows = yield from result_of(store.memory_history(memory_params(tenant, memory_id)))
-    if not rows:
-        raise not_found(tenant, memory_id)
-    if within:
-        deletes = [n for n, row in enumerate(rows) if row["event"] == "DELETE"]
-        rows = rows[deletes[-1] + 1 :] if deletes else rows
-    return history_events(rows)
-
-
-def search_batch(
-    store: Store,
-    request: SearchRequest,
-    analysis: Analysis,
-    vectors: Vectors,
-    capabilities: ServerCapabilities,
-    *,
-    keyword_score: str,
-    text_search: TextSearch,
-    small: bool = False,
-) -> tuple[list[Statement[Any]], Callable[[list[Any]], tuple[SearchPlan, list[Row]]]]:
-    """The search's settings and statement (steps 2-7), sent in one round trip; the plan and
-    the statement's rows from their results. ``small``: the statement for a scope read row by
-    row (:mod:`pgmem.scope_sizes`)."""
-    plan = search_plan(
-        request, analysis, vectors,
-        keyword_score=keyword_score,
-        exact_scan=not capabilities.iterative_scan,
-        text_search=text_search,
-    )
-    statements: list[Statement[Any]] = [
-        search_settings(store, request, capabilities),
-        store.search(plan.params, request.condition, small=small),
-    ]
-
-    def read(results: list[Any]) -> tuple[SearchPlan, list[Row]]:
-        return plan, results[1]
-
-    return statements, read
-
-
-def search_settings(
-    store: Store, request: SearchRequest, capabilities: ServerCapabilities
-) -> Statement[None]:
-    """The statement setting what the search statement runs with."""
-    # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to pgvector's
-    # maximum, beyond which the iterative scan goes on fetching -- and never below pgvector's
-    # default, MIN_EF_SEARCH: with 20 (a limit of 10) a walk through a graph of near-duplicate
-    # clusters ended in the wrong cluster about one search in six (tests/test_halfvec.py).
-    ef_search = min(max(scoring.internal_limit(request.limit), MIN_EF_SEARCH), MAX_EF_SEARCH)
-    return store.search_settings(ef_search if capabilities.iterative_scan else None)
-
-
-def explain_search_steps(
-    store: Store,
-    request: SearchRequest,
-    analysis: Analysis,
-    vectors: Vectors,
-    capabilities: ServerCapabilities,
-    *,
-    keyword_score: str,
-    text_search: TextSearch,
-    analyze: bool,
-) -> Steps[dict[str, Any]]:
-    """EXPLAIN of the search statement's plan, after the settings it runs with."""
-    plan = yield from _search_setup(
-        store, request, analysis, vectors, capabilities,
-        keyword_score=keyword_score, text_search=text_search,
-    )
-    return (
-        yield from result_of(store.explain_search(plan.params, request.condition, analyze=analyze))
-    )
-
-
-def _search_setup(
-    store: Store,
-    request: SearchRequest,
-    analysis: Analysis,
-    vectors: Vectors,
-    capabilities: ServerCapabilities,
-    *,
-    keyword_score: str,
-    text_search: TextSearch,
-    settings: bool = True,
-) -> Steps[SearchPlan]:
-    """The search statement's parameters, after sending its settings (unless not ``settings``:
-    for a statement that is not run)."""
-    plan = search_plan(
-        request, analysis, vectors,
-        keyword_score=keyword_score,
-        exact_scan=not capabilities.iterative_scan,
-        text_search=text_search,
-    )
-    if settings:
-        yield search_settings(store, request, capabilities)
-    return plan
-
-
-def search_sql_steps(
-    store: Store,
-    request: SearchRequest,
-    analysis: Analysis,
-    vectors: Vectors,
-    capabilities: ServerCapabilities,
-    *,
-    keyword_score: str,
-    text_search: TextSearch,
-) -> Steps[str]:
-    """The search statement with its parameters inlined (not run)."""
-    plan = yield from _search_setup(
-        store, request, analysis, vectors, capabilities,
-        keyword_score=keyword_score, text_search=text_search, settings=False,
-    )
-    return (yield from result_of(store.search_sql(plan.params, request.condition)))
 
 
 def _scope_key(request: SearchRequest) -> Hashable:

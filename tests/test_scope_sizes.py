@@ -13,7 +13,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 import pgmem
-from pgmem import pipeline
+from pgmem import builders
 from pgmem.queries import raw_queries
 from pgmem.scope_sizes import LargeScopes
 from pgmem.store import Statement, Store, explain_statements

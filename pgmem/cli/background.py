@@ -15,7 +15,7 @@ analyses (:class:`RemoteEmbedder`, :class:`RemoteAnalyzer`) instead of loading m
 Stale state is recovered: a state file whose process died is removed by the next reader; a
 PostgreSQL that died under a living background process is started again on the next
 command's ``ping``; a PostgreSQL left by a killed background process is stopped by the next
-command that starts its own (:mod:`pgmem.embedded`).
+command that starts its own (:mod:`pgmem.embedded_server`).
 
 The socket (mode 0600 from its creation) speaks ``multiprocessing.connection``'s protocol,
 authenticated by a random key in ``HOME/server.key`` (mode 0600): only the user who started the
@@ -313,7 +313,7 @@ def _failed(op: str, exc: Exception) -> str:
 class _Background:
     def __init__(self, home: Path, schema: str, idle: float) -> None:
         from pgmem.cli.session import load_models
-        from pgmem.embedded import EmbeddedServer
+        from pgmem.embedded_server import EmbeddedServer
 
         self.home = home
         self.schema = schema
@@ -418,7 +418,7 @@ class _Background:
 
     def _ensure_postgres(self) -> None:
         """Start PostgreSQL again if it died (killed, OOM) while this process held it."""
-        from pgmem.embedded import _postmaster_pid
+        from pgmem.embedded_server import _postmaster_pid
 
         with self.server_lock:
             if _postmaster_pid(self.server.pgdata) is None:

@@ -62,7 +62,7 @@ def cmd_doctor(args: argparse.Namespace, session: Session) -> int:
         return _done(doctor)
     where = "the server"
     if session.embedded:
-        from pgmem.embedded import engine_description
+        from pgmem.embedded_server import engine_description
 
         where = f"embedded: {engine_description()}, data in {session.embedded_home}"
     doctor.report("ok", f"PostgreSQL {server['version']} ({where})")

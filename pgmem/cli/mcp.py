@@ -77,7 +77,7 @@ def _credentials(args: argparse.Namespace, mcp_server: ModuleType) -> list[Crede
         credentials = [mcp_server.Credential(token)]
         source = "--token" if args.token else f"${TOKEN_ENV}"
     else:
-        from pgmem.embedded import data_home
+        from pgmem.embedded_server import data_home
 
         token, path = mcp_server.stored_token(data_home())
         credentials = [mcp_server.Credential(token)]

@@ -38,7 +38,7 @@ def cmd_server(args: argparse.Namespace, session: Session) -> int:
             "`pgmem server` runs the embedded PostgreSQL; a database is configured "
             "(--dsn, PGMEM_DSN or PG* variables), so commands use that one"
         )
-    from pgmem.embedded import data_home
+    from pgmem.embedded_server import data_home
 
     home = data_home()
     if args.action == "start":

@@ -77,7 +77,7 @@ class Session:
         return None if self._embedded is None else str(self._embedded.home)
 
     def _find_background(self) -> server_state.ServerState | None:
-        from pgmem.embedded import data_home
+        from pgmem.embedded_server import data_home
 
         home = data_home()
         state = server_state.running(home)

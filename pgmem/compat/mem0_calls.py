@@ -19,17 +19,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgmem.compat.mem0_filters import SCOPE_KEYS, all_of, mem0_filters, scope_args
+from pgmem.effects import Operation, Steps, result_of, transaction
 from pgmem.embedding import SentenceTransformerEmbedder
 from pgmem.errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
 from pgmem.mem0_sql import IMPORT_KEY, mem0_queries
-from pgmem.operations import (
-    Configured,
-    Operation,
-    Operations,
-    Steps,
-    result_of,
-    transaction,
-)
+from pgmem.operations import Configured, Operations
 from pgmem.results import MemoryRecord, SearchHit
 from pgmem.store import Statement
 from pgmem.validate import ScopeId

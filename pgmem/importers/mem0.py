@@ -40,6 +40,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgmem import validate
+from pgmem.effects import Steps, result_of, transaction
 from pgmem.errors import (
     DimensionMismatchError,
     InvalidInputError,
@@ -49,7 +50,6 @@ from pgmem.errors import (
 )
 from pgmem.mem0_sql import IMPORT_KEY, mem0_queries
 from pgmem.memory import Memory, run
-from pgmem.operations import Steps, result_of, transaction
 from pgmem.store import Statement
 
 __all__ = ["IMPORT_KEY", "ImportReport", "import_collection", "memory_item"]

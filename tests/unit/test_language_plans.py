@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 import pytest
 
-from pgmem import pipeline, validate
+from pgmem import builders, validate
 from pgmem.errors import ConfigurationError, InvalidInputError
 from pgmem.filters import compile_filters
 from pgmem.languages import Languages, TextSearch, check_name, installed_model, spacy_models
@@ -19,16 +19,16 @@ HAS_GERMAN_MODEL = installed_model(spacy_models("german")) is not None
 ENGLISH = TextSearch("english", TextAnalyzer("blank"))
 
 
-def request(query: str, signals: tuple[str, ...] = pipeline.LEGS) -> pipeline.SearchRequest:
+def request(query: str, signals: tuple[str, ...] = builders.LEGS) -> builders.SearchRequest:
     condition, params = compile_filters(None)
-    return pipeline.SearchRequest(
+    return builders.SearchRequest(
         scope=validate.scope("t", "u1", None, None), query=query, limit=10, threshold=0.1,
         condition=condition, filter_params=params, signals=signals,
     )
 
 
-def plan(text_search: TextSearch, analysis: Analysis, **kwargs: object) -> pipeline.SearchPlan:
-    return pipeline.search_plan(
+def plan(text_search: TextSearch, analysis: Analysis, **kwargs: object) -> builders.SearchPlan:
+    return builders.search_plan(
         request("Häuser am Fluss", **kwargs),  # type: ignore[arg-type]
         analysis, np.zeros((1, 3), np.float32),
         keyword_score="bm25", exact_scan=False, text_search=text_search,
@@ -46,10 +46,10 @@ def test_postgresql_makes_the_query_terms_in_the_statement() -> None:
 
     # The rows say how many terms there were; none turns the keyword signal off.
     row = {"query_terms": 2}
-    assert pipeline.with_query_terms(p, [row]).n_terms == 2
-    none = pipeline.with_query_terms(p, [{"query_terms": 0}])
+    assert builders.with_query_terms(p, [row]).n_terms == 2
+    none = builders.with_query_terms(p, [{"query_terms": 0}])
     assert none.n_terms == 0 and not none.keyword_active
-    assert pipeline.NO_KEYWORD_TERMS in none.notes
+    assert builders.NO_KEYWORD_TERMS in none.notes
 
 
 def test_a_search_without_the_keyword_signal_asks_postgresql_for_nothing() -> None:
@@ -63,26 +63,26 @@ def test_spacy_lemmas_travel_as_before() -> None:
     assert p.params["lexemes"] == ["house", "river"]
     assert p.params["tsquery"] == "'house' | 'river'"
     assert p.params["keyword_text"] is None and p.params["ts_config"] == "english"
-    assert p.n_terms == 2 and pipeline.with_query_terms(p, []) is p
+    assert p.n_terms == 2 and builders.with_query_terms(p, []) is p
 
 
 def test_writes_leave_the_lexemes_to_postgresql() -> None:
     items = [validate.new_memory("t", "Die Häuser", None, "u1", None, None)]
     analyses = GERMAN.analyze_many(["Die Häuser"])
-    entities = pipeline.batch_entities(analyses)
+    entities = builders.batch_entities(analyses)
     vectors = np.zeros((1, 3), np.float32)
-    params = pipeline.insert_params(
+    params = builders.insert_params(
         "t", items, analyses, entities, vectors, dedupe=True, text_search=GERMAN
     )
     assert params["lexemes"] == [None] and params["lexeme_counts"] == [None]
     assert params["ts_config"] == "german" and params["entity_names"] == []
-    update = pipeline.update_params(
+    update = builders.update_params(
         "t", uuid.uuid4(), text="Das Haus", analysis=analyses[0], vectors=vectors,
         text_search=GERMAN,
     )
     assert update["lexemes"] is None and update["postgres_text"] == "Das Haus"
     assert update["ts_config"] == "german"
-    metadata_only = pipeline.update_params("t", uuid.uuid4(), metadata={"k": 1})
+    metadata_only = builders.update_params("t", uuid.uuid4(), metadata={"k": 1})
     assert metadata_only["ts_config"] is None and metadata_only["postgres_text"] is None
 
 

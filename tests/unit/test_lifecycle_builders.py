@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from pgmem import pipeline, validate
+from pgmem import builders, validate
 from pgmem.errors import InvalidInputError, ScopeError
 from pgmem.languages import TextSearch
 from pgmem.nlp import Analysis, Entity, TextAnalyzer
@@ -24,7 +24,7 @@ def test_batch_entities_keeps_variants_and_embeds_each_surface_once() -> None:
         Analysis((), ()),
         Analysis(("b",), (PARIS_LOWER, PARIS)),
     ]
-    entities = pipeline.batch_entities(analyses)
+    entities = builders.batch_entities(analyses)
     assert entities.variants == (PARIS, JON, PARIS_LOWER)
     assert entities.occurrences == ((1, 1), (1, 2), (3, 3), (3, 1))
     assert entities.surfaces == ("Paris", "Jon", "paris")
@@ -36,12 +36,12 @@ def test_insert_params_line_up_items_and_vectors() -> None:
         validate.new_memory("t", "paris", None, None, "a1", "r1"),
     ]
     analyses = [Analysis(("jon", "paris"), (JON, PARIS)), Analysis(("paris",), (PARIS_LOWER,))]
-    entities = pipeline.batch_entities(analyses)
+    entities = builders.batch_entities(analyses)
     # the vectors as embedded for a batch: the texts, then the surface forms
     inputs = ["Jon in Paris", "paris", *entities.surfaces]
     assert inputs == ["Jon in Paris", "paris", "Jon", "Paris", "paris"]
     vectors = np.arange(len(inputs), dtype=np.float32)[:, None] * np.ones((1, 3), np.float32)
-    params = pipeline.insert_params(
+    params = builders.insert_params(
         "t", items, analyses, entities, vectors, dedupe=True,
         text_search=TextSearch("english", TextAnalyzer("blank")),
     )
@@ -55,18 +55,18 @@ def test_insert_params_line_up_items_and_vectors() -> None:
     assert [v[0] for v in params["entity_embeddings"]] == [2, 3, 4]
     assert params["occurrence_items"] == [1, 1, 2]
     assert params["occurrence_entities"] == [1, 2, 3]
-    assert params["content_hashes"][0] == pipeline.content_hash("Jon in Paris")
+    assert params["content_hashes"][0] == builders.content_hash("Jon in Paris")
 
 
 def test_cursors_round_trip_and_reject_anything_else() -> None:
     at = datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=timezone(timedelta(hours=2)))
     memory_id = uuid.uuid4()
-    cursor = pipeline.encode_cursor(at, memory_id)
+    cursor = builders.encode_cursor(at, memory_id)
     assert cursor.isascii() and "=" not in cursor
-    assert pipeline.decode_cursor(cursor) == (at, memory_id)
+    assert builders.decode_cursor(cursor) == (at, memory_id)
     for bad in (None, 3, "", "%%%", cursor[:-3], "W10", "WyJ4Il0"):
         with pytest.raises(InvalidInputError, match="cursor"):
-            pipeline.decode_cursor(bad)
+            builders.decode_cursor(bad)
 
 
 def test_items_are_checked_with_their_index() -> None:

@@ -1,0 +1,89 @@
+"""What a call yields: the effects :class:`~pgmem.operations.Operations` asks its facade to run.
+
+A call of ``Memory`` or ``AsyncMemory`` is written once as a generator (an :data:`Operation`)
+that yields :class:`Compute` (model work, run directly by ``Memory`` and in a worker thread by
+``AsyncMemory``), :class:`Transaction` (the statements of one transaction, as :data:`Steps`) and
+:class:`Batch` (read-only statements sent together), receives each one's result, and returns the
+call's. The facades only run what is yielded, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pgmem.store import Statement
+
+if TYPE_CHECKING:
+    from pgmem.connection import ServerCapabilities
+
+T = TypeVar("T")
+
+#: The statements of one transaction: yields each :class:`~pgmem.store.Statement`, receives its
+#: result, and returns the transaction's result.
+Steps = Generator[Statement[Any], Any, T]
+
+
+@dataclass(frozen=True)
+class Compute(Generic[T]):
+    """Model work (NLP, embedding, reranking), CPU-bound: ``Memory`` calls ``run`` directly,
+    ``AsyncMemory`` in a worker thread. It runs outside any transaction."""
+
+    run: Callable[[], T]
+
+
+@dataclass(frozen=True)
+class Transaction(Generic[T]):
+    """Statements for one transaction on one connection: ``steps`` gets what the server can do.
+    With ``pipeline`` they are sent in psycopg's pipeline mode (a statement that fetches nothing
+    travels with the next one)."""
+
+    steps: Callable[[ServerCapabilities], Steps[T]]
+    pipeline: bool = False
+
+
+@dataclass(frozen=True)
+class Batch(Generic[T]):
+    """Read-only statements that do not need each other's results, sent together in one round
+    trip (see :meth:`pgmem.connection.Connector.batch`): ``statements`` gets what the server can
+    do and returns the statements, and how their results (in order) make the batch's."""
+
+    statements: Callable[
+        [ServerCapabilities], tuple[Sequence[Statement[Any]], Callable[[list[Any]], T]]
+    ]
+
+
+Effect = Compute[Any] | Transaction[Any] | Batch[Any]
+#: A call: yields effects, receives their results, and returns the call's result.
+Operation = Generator[Effect, Any, T]
+
+
+def result_of(statement: Statement[T]) -> Steps[T]:
+    """Yield ``statement``; its result (``yield from`` it, for the type)."""
+    result: T = yield statement
+    return result
+
+
+def transaction(
+    steps: Callable[[ServerCapabilities], Steps[T]], *, pipeline: bool = False
+) -> Operation[T]:
+    """Yield a :class:`Transaction`; its result."""
+    result: T = yield Transaction(steps, pipeline)
+    return result
+
+
+def batch(
+    statements: Callable[
+        [ServerCapabilities], tuple[Sequence[Statement[Any]], Callable[[list[Any]], T]]
+    ],
+) -> Operation[T]:
+    """Yield a :class:`Batch`; its result."""
+    result: T = yield Batch(statements)
+    return result
+
+
+def compute(run: Callable[[], T]) -> Operation[T]:
+    """Yield a :class:`Compute`; its result."""
+    result: T = yield Compute(run)
+    return result
