@@ -100,7 +100,7 @@ def test_a_large_scope_searches_the_halfvec_hnsw_index(
                         "[" + ",".join(f"{x:.3f}" for x in noisy) + "]", lexemes, count, metadata,
                     ))
         conn.execute("ANALYZE pgmem.memories")
-    monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
+    monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
     question = "What is Alice allergic to?"
     plan: dict[str, Any] = wide_memory.explain_search(
         question, user_id="alice", mode="semantic", analyze=True

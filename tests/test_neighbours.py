@@ -60,7 +60,7 @@ def test_an_answer_two_turns_after_the_question_takes_a_smaller_share(
     """A turn between the question and its answer: the answer, two places after the question,
     takes its share times the decay, whether the scope is read row by row or probed."""
     if path == "indexes":
-        monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
+        monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
     aside = "Caroline: Sorry, the doorbell -- one second."
     memory.add_many([*BEFORE, QUESTION, aside, ANSWER, *AFTER], user_id="u1")
     hits = by_text(memory.search(QUERY, user_id="u1", limit=10))
@@ -88,7 +88,7 @@ def test_neighbours_are_those_of_the_searched_scope(
     """The same neighbours whether the scope is read row by row (a small one: each row's
     neighbours come with it) or searched through the indexes (a large one: probed)."""
     if path == "indexes":
-        monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
+        monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
 
     def session(texts: list[str], n: int) -> list[dict[str, object]]:
         return [{"text": t, "metadata": {"session": n}} for t in texts]

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 import pgmem
-from pgmem.filters import compile_filters
 from pgmem.builders import list_params
+from pgmem.filters import compile_filters
 from pgmem.store import Store, execute
 from pgmem.validate import scope as checked_scope
 from tests.conftest import create_database, drop_database

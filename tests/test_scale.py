@@ -159,7 +159,7 @@ def test_a_one_percent_scope_through_the_hnsw_index(
 ) -> None:
     """Searched through the HNSW index, a 1% scope fills the limit: plain HNSW would return a
     handful of rows; iterative scans go on walking."""
-    monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
+    monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
     query = "Who booked a trip to Lisbon?"
     plan = big_memory.explain_search(query, user_id="small3", mode="semantic", analyze=True)
     assert "memories_embedding_idx" in plan_indexes(plan["Plan"])
@@ -224,7 +224,7 @@ def test_a_one_percent_scope_fills_its_limit_on_the_embedded_server(
     from pgmem.embedded_server import EmbeddedServer
     from tests.embedded_support import home_folder
 
-    monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
+    monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
     with home_folder("pgmem-scale-") as home, EmbeddedServer(home, quiet=True) as server:
         with psycopg.connect(server.dsn) as conn:
             (version,) = conn.execute(

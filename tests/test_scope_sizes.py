@@ -67,7 +67,7 @@ def hits_of(memory: pgmem.Memory, query: str, **kwargs: Any) -> list[tuple[Any, 
 def test_a_search_sends_the_small_statement_until_it_finds_a_large_scope(
     memory: pgmem.Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 5)  # a scope of more than 5 is large
+    monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", 5)  # a scope of more than 5 is large
     memory.add_many(TEXTS, user_id="big")
     memory.add_many(TEXTS[:3], user_id="small")
     sent = Sent(monkeypatch)
@@ -101,7 +101,7 @@ def test_an_async_search_of_a_large_scope_sends_the_second_statement_too(
     db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(pipeline, "SCOPE_SCAN_ROWS", 2)
+    monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", 2)
 
     async def searches() -> list[list[pgmem.SearchHit]]:
         async with pgmem.AsyncMemory(db_dsn, embedder=embedder, nlp=analyzer) as memory:
