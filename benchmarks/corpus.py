@@ -54,10 +54,10 @@ from psycopg.types.json import Jsonb
 import pgmem
 from benchmarks import dialogues
 from benchmarks.database import scratch_database, server_dsn
+from pgmem.builders import content_hash
 from pgmem.embedding import embeds_beside_analysis
 from pgmem.nlp import Analysis, Entity
 from pgmem.nlp_process import make_analyzer
-from pgmem.builders import content_hash
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"

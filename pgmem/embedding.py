@@ -13,6 +13,7 @@ when onnxruntime is installed (the ``onnx`` extra), else ``"torch"``.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import json
@@ -153,6 +154,7 @@ class SentenceTransformerEmbedder:
                 self.model_name, device=self.device
             )
         )
+        self._counter: Lazy[Any] = Lazy(self._token_counter)
 
     @property
     def model(self) -> Any:
@@ -179,17 +181,34 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Unit-length float32 embeddings of ``texts``."""
         model, texts = self.model, list(texts)
-        tokenizer = getattr(model, "tokenizer", None)
-        if len(texts) < 2 or tokenizer is None:
+        counter = self._counter.get()
+        if len(texts) < 2 or counter is None:
             return self._encoded(model, texts)
         # The token counts, for the batches (encode tokenizes each batch again: counting 64
         # turns took 3 ms beside ~900 ms of embedding them).
-        longest = model.max_seq_length  # None: no truncation
-        tokens = tokenizer(texts, truncation=longest is not None, max_length=longest)
         return embedded_by_length(
-            [len(ids) for ids in tokens["input_ids"]], self.batch_size, self.batch_tokens,
+            [len(tokens.ids) for tokens in counter.encode_batch(texts)],
+            self.batch_size, self.batch_tokens,
             lambda rows: self._encoded(model, [texts[i] for i in rows]),
         )
+
+    def _token_counter(self) -> Any:
+        """A copy of the model's tokenizer that counts tokens (truncated as the model
+        truncates, not padded), or None for a model without a fast tokenizer. A copy of its
+        own: calling the model's tokenizer with other padding than ``encode`` uses changes
+        its shared settings, and a batch another thread was encoding then came out unpadded
+        ("Unable to create tensor", seen once in an hour's soak)."""
+        backend = getattr(getattr(self.model, "tokenizer", None), "backend_tokenizer", None)
+        if backend is None:
+            return None
+        counter = copy.deepcopy(backend)
+        counter.no_padding()
+        longest = self.model.max_seq_length  # None: no truncation
+        if longest is None:
+            counter.no_truncation()
+        else:
+            counter.enable_truncation(int(longest))
+        return counter
 
     def _encoded(self, model: Any, texts: list[str]) -> npt.NDArray[np.float32]:
         vectors = model.encode(

@@ -69,3 +69,27 @@ def test_batch_limits_must_be_positive_integers(limits: dict[str, object]) -> No
     for embedder in (pgmem.SentenceTransformerEmbedder, pgmem.OnnxEmbedder):
         with pytest.raises(pgmem.ConfigurationError, match=name):
             embedder(**limits)  # type: ignore[arg-type]
+
+
+def test_counting_tokens_leaves_the_models_tokenizer_alone(
+    embedder: pgmem.SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batches' token counts come from a tokenizer of the embedder's own: the model's is
+    called only as ``encode`` calls it (padded). A call with other padding changed its shared
+    settings under a batch another thread was encoding ("Unable to create tensor")."""
+    tokenizer = embedder.model.tokenizer
+    call, paddings = type(tokenizer).__call__, []
+
+    def watched(self: object, *args: object, **kwargs: object) -> object:
+        if self is tokenizer:
+            paddings.append(kwargs.get("padding", False))
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tokenizer), "__call__", watched)
+    embedder.embed(MIXED)
+    assert paddings and all(padding not in (False, "do_not_pad") for padding in paddings)
+    counted = [len(tokens.ids) for tokens in embedder._counter.get().encode_batch(MIXED)]
+    longest = embedder.model.max_seq_length
+    assert counted == [len(ids) for ids in tokenizer(MIXED, truncation=True,
+                                                     max_length=longest)["input_ids"]]
+    assert max(counted) == longest  # the 400-word text, truncated as the model truncates
