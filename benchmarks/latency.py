@@ -70,7 +70,7 @@ from benchmarks.instruments import (
 from pgmem import scoring
 from pgmem.filters import compile_filters
 from pgmem.nlp import quote_lexeme
-from pgmem.queries import Queries, named_blocks, raw_queries
+from pgmem.queries import Queries, named_blocks, sql_blocks
 
 LIMIT = 20
 THRESHOLD = 0.1
@@ -221,7 +221,7 @@ def other_statement(conn: psycopg.Connection, path: Path) -> str:
     blocks), or a file holding just such a block's text."""
     condition, _ = compile_filters(None)
     source = path.read_text(encoding="utf-8")
-    blocks = {**raw_queries(), **(named_blocks(source) or {"search": source})}
+    blocks = {**sql_blocks(), **(named_blocks(source) or {"search": source})}
     return Queries(corpus.SCHEMA, blocks).get("search", condition, ["user_id"]).as_string(conn)
 
 

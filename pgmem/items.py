@@ -19,7 +19,6 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib.resources import files
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ from pgmem.builders import SearchRequest, delete_params
 from pgmem.effects import Operation, Steps, compute, result_of, transaction
 from pgmem.errors import FilterError, InvalidInputError
 from pgmem.operations import Operations
-from pgmem.queries import Queries, named_blocks, raw_queries
+from pgmem.queries import Queries, sql_blocks
 from pgmem.results import SearchHit
 from pgmem.steps import explain_search_steps, insert_steps, vector_guard_steps
 from pgmem.store import Row, Statement, Store
@@ -44,8 +43,7 @@ _OPERATORS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 @functools.cache
 def _blocks() -> dict[str, str]:
-    text = files("pgmem.sql").joinpath("langgraph.sql").read_text(encoding="utf-8")
-    return {**raw_queries(), **named_blocks(text)}
+    return {**sql_blocks(), **sql_blocks("langgraph.sql")}
 
 
 class ItemStore(Store):

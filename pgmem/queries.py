@@ -1,15 +1,19 @@
-"""pgmem's SQL, kept in ``sql/queries.sql`` as ``-- name: <name>`` blocks and parsed once.
+"""pgmem's SQL, kept in the ``.sql`` files of ``sql/`` as ``-- name: <name>`` blocks: the one
+loader of those files (:func:`sql_blocks`), and the composer of the statements of
+``sql/queries.sql`` (:class:`Queries`).
 
-Blocks hold ``{schema}`` (pgmem's schema), ``{scope}`` (the ``scope`` block, comparing the scope
-ids a call gives, with the metadata filter), ``{scope_ids}`` (the scope id comparisons alone)
-and ``{filters}`` (a compiled metadata filter): identifiers and compiled SQL fragments, composed with
-``psycopg.sql``. Values are never formatted in; they travel as ``%(name)s`` parameters.
+Blocks hold ``{schema}`` (pgmem's schema), ``{scope_ids}`` (the scope id comparisons a call
+gives), ``{filters}`` (a compiled metadata filter) and fragments: a placeholder naming another
+block of the file, such as ``{scope}``, is that block, composed the same way. These are
+identifiers and compiled SQL, composed with ``psycopg.sql``. Values are never formatted in; they
+travel as ``%(name)s`` parameters.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import string
 from collections.abc import Iterable, Mapping
 from importlib.resources import files
 
@@ -19,28 +23,19 @@ NO_FILTER = sql.SQL("TRUE")
 SCOPE_IDS = ("user_id", "agent_id", "run_id")
 #: The scope blocks of store items (pgmem.langgraph): a namespace prefix, or every item.
 NAMESPACE_SCOPES = ("namespace", "any_namespace")
+#: Statements made of another block with some of its fragments left out, by name: the block,
+#: and how the names of the fragments left out begin. ``search_small`` is ``search`` without
+#: the paths of a scope too large to read row by row (:mod:`pgmem.scope_sizes`).
+VARIANTS = {"search_small": ("search", "large_scope_")}
 _BLOCK = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _COMMENT = re.compile(r"\s*--.*$")
-# The lines a search of a large scope needs only (see the search block), markers included.
-_LARGE_SCOPE = re.compile(
-    r"^[ \t]*-- \[large scope\][ \t]*\n.*?^[ \t]*-- \[/large scope\][ \t]*\n",
-    re.MULTILINE | re.DOTALL,
-)
 
 
 def named_blocks(text: str) -> dict[str, str]:
-    """The ``-- name: <name>`` blocks of a queries file's text, by name, without their comments
-    (a statement is sent on every call; its comments are for the file's readers). A block with
-    lines between ``-- [large scope]`` and ``-- [/large scope]`` also gives ``<name>_small``:
-    the block without them."""
+    """The ``-- name: <name>`` blocks of a ``.sql`` file's text, by name, without their comments
+    (a statement is sent on every call; its comments are for the file's readers)."""
     parts = _BLOCK.split(text)[1:]
-    blocks = {}
-    for name, body in zip(parts[::2], parts[1::2]):
-        blocks[name] = _without_comments(body)
-        small = _LARGE_SCOPE.sub("", body)
-        if small != body:
-            blocks[f"{name}_small"] = _without_comments(small)
-    return blocks
+    return {name: _without_comments(body) for name, body in zip(parts[::2], parts[1::2])}
 
 
 def _without_comments(body: str) -> str:
@@ -51,14 +46,14 @@ def _without_comments(body: str) -> str:
 
 
 @functools.cache
-def raw_queries() -> dict[str, str]:
-    """Every named block of queries.sql, by name."""
-    return named_blocks(files("pgmem.sql").joinpath("queries.sql").read_text(encoding="utf-8"))
+def sql_blocks(file: str = "queries.sql") -> Mapping[str, str]:
+    """The named blocks of ``sql/<file>`` (shipped in the package), by name, read once."""
+    return named_blocks(files("pgmem.sql").joinpath(file).read_text(encoding="utf-8"))
 
 
 class Queries:
     """The named statements for one pgmem schema: those of queries.sql, or ``blocks`` (the
-    benchmarks compose another revision's statements this way)."""
+    benchmarks compose another revision's statements this way), and the :data:`VARIANTS`."""
 
     def __init__(self, schema: str, blocks: Mapping[str, str] | None = None) -> None:
         self.schema = sql.Identifier(schema)
@@ -83,9 +78,24 @@ class Queries:
     def _compose(
         self, name: str, filters: sql.Composable, scope_ids: Iterable[str]
     ) -> sql.Composed:
-        raw = raw_queries() if self.blocks is None else self.blocks
+        raw = sql_blocks() if self.blocks is None else self.blocks
+        block, left_out = VARIANTS.get(name, (name, None))
         ids = sql.SQL(" ").join(sql.SQL(raw[f"scope_{column}"]) for column in scope_ids)
-        scope = sql.SQL(raw["scope"]).format(scope_ids=ids, filters=filters)
-        return sql.SQL(raw[name]).format(
-            schema=self.schema, scope=scope, scope_ids=ids, filters=filters
-        )
+        values: dict[str, sql.Composable] = {
+            "schema": self.schema, "scope_ids": ids, "filters": filters
+        }
+
+        def compose(text: str) -> sql.Composed:
+            fragments = {
+                field: sql.SQL("") if left_out and field.startswith(left_out)
+                else compose(raw[field])
+                for field in _fields(text) if field not in values and field in raw
+            }
+            return sql.SQL(text).format(**values, **fragments)
+
+        return compose(raw[block])
+
+
+def _fields(text: str) -> set[str]:
+    """The names of the ``{placeholders}`` of a block."""
+    return {field for _, field, _, _ in string.Formatter().parse(text) if field}

@@ -22,7 +22,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from importlib.resources import files
 from typing import Any
 
 import numpy as np
@@ -52,7 +51,7 @@ from pgmem.migrate import (
     check_storage,
     parse_version,
 )
-from pgmem.queries import named_blocks
+from pgmem.queries import sql_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -93,11 +92,6 @@ class ReembedStatus:
     space: EmbeddingSpace
     memories_todo: int
     entities_todo: int
-
-
-@functools.cache
-def _blocks() -> dict[str, str]:
-    return named_blocks(files("pgmem.sql").joinpath("reembed.sql").read_text(encoding="utf-8"))
 
 
 class _TooManyLeft(Exception):
@@ -232,7 +226,7 @@ class _Run:
     # -- statements
 
     def compose(self, name: str, /, **parts: sql.Composable) -> sql.Composed:
-        return sql.SQL(_blocks()[name]).format(schema=sql.Identifier(self.schema), **parts)
+        return sql.SQL(sql_blocks("reembed.sql")[name]).format(schema=sql.Identifier(self.schema), **parts)
 
     def execute(
         self, name: str, params: dict[str, Any] | None = None, /, **parts: sql.Composable

@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgmem.errors import StatementRefusedError
-from pgmem.queries import NAMESPACE_SCOPES, NO_FILTER, SCOPE_IDS, Queries, raw_queries
+from pgmem.queries import NAMESPACE_SCOPES, NO_FILTER, SCOPE_IDS, Queries, sql_blocks
 from pgmem.validate import ANY
 
 Row = dict[str, Any]
@@ -153,7 +153,7 @@ def explain_statements(
     text = _PLACEHOLDER.sub(number, statement.query.as_string(cursor))
     params = statement.params or {}
     values = cursor.mogrify(", ".join(["%s"] * len(names)), [params[n] for n in names])
-    queries = raw_queries()
+    queries = sql_blocks()
     name = sql.Identifier(f"pgmem_explained_{uuid.uuid4().hex}")
     return (
         sql.SQL(queries["explain_prepare"]).format(name=name, statement=sql.SQL(text)),

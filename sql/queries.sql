@@ -1,8 +1,8 @@
 -- pgmem's statements, one named block each (`-- name: <name>`), loaded once by pgmem/queries.py.
--- {schema} is pgmem's schema (an identifier), {scope} the scope-and-filter condition on the
--- memory alias `m` (the block `scope` below with the given ids and the compiled metadata
--- filter), {scope_ids} its scope id comparisons alone (on alias `m` too). Every value is a
--- bound, cast parameter.
+-- {schema} is pgmem's schema (an identifier), {scope_ids} the scope id comparisons a call gives
+-- (on the memory alias `m`), {filters} the compiled metadata filter. A placeholder naming
+-- another block is that block, composed the same way: {scope}, the block `scope` below, is the
+-- scope-and-filter condition on `m`. Every value is a bound, cast parameter.
 
 -- name: scope
 -- The rows a call may see: one tenant, the scope ids the call gives ({scope_ids}: the blocks
@@ -40,17 +40,29 @@ AND m.agent_id IS NOT NULL
 AND m.run_id IS NOT NULL
 
 -- name: search
--- Steps 2-7 of the pipeline in one statement: the three legs, their union, and every
--- candidate's exact cosine similarity, keyword scores and entity hits. Python fuses.
--- It runs as a prepared statement with a generic plan (without JIT), made once per connection:
+-- Steps 2-7 of the pipeline (docs/architecture.md) in one statement: every candidate of the
+-- three legs with its exact cosine similarity, keyword scores and entity hits. Python fuses
+-- (pgmem.builders.fuse_rows). The CTEs, in order:
+--
+--   query_terms                  the query's keyword terms
+--   scope_size, scope_rows       the scope's size and, for a small scope, its rows, read once
+--   semantic                     the semantic leg
+--   scope_stats .. keyword       the keyword leg (BM25 or ts_rank_cd)
+--   scope_links .. entity        the entity leg
+--   leg_best .. neighbour_ids    the neighbour step: the memories stored beside the best hits
+--   others, candidates           the union of it all, with each candidate's columns
+--
+-- A small and a large scope. A scope of up to %(scan_rows)s memories is read row by row, once
+-- (scope_rows); a larger one through the HNSW and GIN indexes. This block is written for a
+-- small scope; each {large_scope_<cte>} is the block of that name below, the large scope's path
+-- of CTE <cte>. pgmem composes two statements of it (pgmem/queries.py): `search`, with those
+-- blocks, whose scope_size picks a path at run time, and `search_small`, without them: its plan
+-- is a third smaller (14% faster for a small scope at 100,000 memories), and for a larger scope
+-- it returns only the scope's size, after which pgmem sends `search` (pgmem.scope_sizes).
+--
+-- Both run as prepared statements with a generic plan (without JIT), made once per connection:
 -- planning a statement of this size costs more than running it. So no plan choice may hang on
--- a value: where the best path depends on the scope's size, both paths are in the plan and
--- scope_size picks one at run time.
--- The lines between "-- [large scope]" and "-- [/large scope]" serve a scope of more than
--- %(scan_rows)s memories only. Block search_small is this one without them (pgmem/queries.py):
--- its plan is a third smaller (a small scope's statement 14% faster at 100,000 memories), and
--- for a larger scope it returns only the scope's size, after which pgmem searches it with this
--- block (pgmem.scope_sizes).
+-- a value: where the best path depends on the scope's size, both paths are in the plan.
 WITH
 -- The query's keyword terms (pgmem.languages): the lexemes Python made (%(lexemes)s, with their
 -- OR query %(tsquery)s), or, where PostgreSQL makes the lexemes of the text search
@@ -69,8 +81,8 @@ query_terms AS MATERIALIZED (
 -- The scope's size, counted up to %(scan_rows)s + 1 (on the index of a scope id). A scope of up
 -- to %(scan_rows)s memories is read once, row by row (scope_rows, with each row's neighbours in
 -- the scope's (created_at, id) order): exact, and faster than an index walk over a table where
--- it is a small fraction. A larger one is searched through the
--- HNSW and GIN indexes, its conditions wrapped in IS TRUE, which no btree index matches, so
+-- it is a small fraction. A larger one is searched through the HNSW and GIN indexes (the
+-- large_scope_* blocks), its conditions wrapped in IS TRUE, which no btree index matches, so
 -- that the plan cannot read the scope by a scope id instead.
 scope_size AS MATERIALIZED (
     SELECT count(*) AS n
@@ -89,36 +101,14 @@ scope_rows AS MATERIALIZED (
      WHERE (SELECT n FROM scope_size) <= %(scan_rows)s AND {scope}
     WINDOW stored AS (ORDER BY m.created_at, m.id)
 ),
--- Semantic leg: a small scope's nearest rows; else the HNSW index filtered by the scope
--- (iterative scans keep a filtered walk from under-returning), or on pgvector < 0.8
--- (%(exact_scan)s: no iterative scans) every row of the scope.
+-- Semantic leg: the scope's nearest rows.
 semantic AS MATERIALIZED (
     (SELECT r.id, r.user_id, r.agent_id, r.run_id, r.text, r.metadata, r.created_at,
             r.updated_at, 1 - r.distance AS semantic
        FROM scope_rows r
       ORDER BY r.distance
       LIMIT %(semantic_limit)s)
-    -- [large scope]
-    UNION ALL
-    (SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
-            m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector) AS semantic
-       FROM {schema}.memories m
-      WHERE NOT %(exact_scan)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s
-        AND ({scope}) IS TRUE
-      ORDER BY m.embedding <=> %(embedding)s::vector
-      LIMIT %(semantic_limit)s)
-    UNION ALL
-    (SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at,
-            s.updated_at, 1 - s.distance AS semantic
-       FROM (SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
-                    m.updated_at, m.embedding <=> %(embedding)s::vector AS distance
-               FROM {schema}.memories m
-              WHERE %(exact_scan)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s
-                AND {scope}
-             OFFSET 0) s
-      ORDER BY s.distance
-      LIMIT %(semantic_limit)s)
-    -- [/large scope]
+    {large_scope_semantic}
 ),
 -- Keyword leg: an OR query of the query's lemmas, scored by BM25 from the stored tsvector (term
 -- frequency, document length, document frequency within the scope) or by ts_rank_cd.
@@ -126,29 +116,14 @@ scope_stats AS (
     SELECT count(*)::float8 AS n_docs, coalesce(avg(r.lexeme_count), 0)::float8 AS avg_len
       FROM scope_rows r
     HAVING (SELECT n FROM scope_size) <= %(scan_rows)s
-    -- [large scope]
-    UNION ALL
-    SELECT count(*)::float8, coalesce(avg(m.lexeme_count), 0)::float8
-      FROM {schema}.memories m
-     WHERE (SELECT q.tsquery FROM query_terms q) IS NOT NULL
-       AND (SELECT n FROM scope_size) > %(scan_rows)s AND {scope}
-    HAVING (SELECT n FROM scope_size) > %(scan_rows)s
-    -- [/large scope]
+    {large_scope_scope_stats}
 ),
 keyword_docs AS MATERIALIZED (
     SELECT d.*,
            CASE WHEN %(keyword_score)s = 'ts_rank_cd'
                 THEN ts_rank_cd(d.lexemes, (SELECT q.tsquery FROM query_terms q)) END AS rank_cd
       FROM ((SELECT r.id, r.lexemes, r.lexeme_count FROM scope_rows r WHERE r.lexemes IS NOT NULL)
-            -- [large scope]
-            UNION ALL
-            (SELECT m.id, m.lexemes, m.lexeme_count  -- the GIN index
-               FROM {schema}.memories m
-              WHERE (SELECT q.tsquery FROM query_terms q) IS NOT NULL
-                AND (SELECT n FROM scope_size) > %(scan_rows)s
-                AND m.lexemes @@ (SELECT q.tsquery FROM query_terms q)
-                AND m.ts_config = %(ts_config)s::text AND ({scope}) IS TRUE)
-            -- [/large scope]
+            {large_scope_keyword_docs}
            ) d
 ),
 -- Each query lexeme's frequency in each matching document, and its document frequency: a
@@ -193,13 +168,7 @@ scope_links AS MATERIALIZED (
                 -- the metadata filter, as a hashed subplan (IS TRUE: not a join, which a
                 -- table without statistics yet had planned as a nested loop over scope_rows)
                 AND (m.memory_id IN (SELECT r.id FROM scope_rows r)) IS TRUE)
-            -- [large scope]
-            UNION ALL
-            (SELECT me.memory_id, me.entity_id  -- from its memories
-               FROM {schema}.memories m
-               JOIN {schema}.memory_entities me ON me.tenant = m.tenant AND me.memory_id = m.id
-              WHERE (SELECT n FROM scope_size) > %(scan_rows)s AND {scope})
-            -- [/large scope]
+            {large_scope_scope_links}
            ) l
      WHERE cardinality(%(entity_embeddings)b::vector[]) > 0
 ),
@@ -267,16 +236,7 @@ leg_best AS MATERIALIZED (
     SELECT e.id FROM entity e
      WHERE (%(previous)s::boolean OR %(next)s::boolean) AND e.n <= %(neighbour_limit)s
 ),
--- [large scope]
-leg_best_stored AS MATERIALIZED (  -- when each was stored
-    SELECT l.id, c.created_at
-      FROM leg_best l
-     CROSS JOIN LATERAL (  -- by key (LIMIT: not turned into a join over the tenant's rows)
-            SELECT m.created_at FROM {schema}.memories m
-             WHERE m.tenant = %(tenant)s AND m.id = l.id LIMIT 1) c
-     WHERE (SELECT n FROM scope_size) > %(scan_rows)s
-),
--- [/large scope]
+{large_scope_leg_best_stored}
 neighbours AS MATERIALIZED (  -- (earlier, later, distance): stored `distance` places apart
     SELECT x.earlier, x.later, x.distance
       FROM leg_best l
@@ -288,30 +248,7 @@ neighbours AS MATERIALIZED (  -- (earlier, later, distance): stored `distance` p
                   AS x(earlier, later, distance, wanted)
      WHERE x.wanted AND x.distance <= %(neighbour_window)s
        AND x.earlier IS NOT NULL AND x.later IS NOT NULL
-    -- [large scope]
-    UNION
-    SELECT p.id AS earlier, l.id AS later, p.distance
-      FROM leg_best_stored l
-     CROSS JOIN LATERAL (
-            SELECT b.id, row_number() OVER (ORDER BY b.created_at DESC, b.id DESC) AS distance
-              FROM (SELECT m.id, m.created_at
-                      FROM {schema}.memories m
-                     WHERE %(previous)s::boolean AND {scope}
-                       AND (m.created_at, m.id) < (l.created_at, l.id)
-                     ORDER BY m.created_at DESC, m.id DESC
-                     LIMIT %(neighbour_window)s) b) p
-    UNION
-    SELECT l.id, n.id, n.distance
-      FROM leg_best_stored l
-     CROSS JOIN LATERAL (
-            SELECT a.id, row_number() OVER (ORDER BY a.created_at, a.id) AS distance
-              FROM (SELECT m.id, m.created_at
-                      FROM {schema}.memories m
-                     WHERE %(next)s::boolean AND {scope}
-                       AND (m.created_at, m.id) > (l.created_at, l.id)
-                     ORDER BY m.created_at, m.id
-                     LIMIT %(neighbour_window)s) a) n
-    -- [/large scope]
+    {large_scope_neighbours}
 ),
 -- Each candidate's neighbours, one row a memory: those stored one and two places before it and
 -- after it (one join below, not four: each would be a loop over the pairs).
@@ -328,7 +265,7 @@ neighbour_ids AS MATERIALIZED (
      GROUP BY n.id
 ),
 -- Every candidate with its columns: the semantic leg's rows as they are, the other legs' rows
--- and the neighbours from scope_rows (a small scope) or fetched by key.
+-- and the neighbours from scope_rows.
 others AS (
     SELECT id FROM keyword UNION SELECT id FROM entity
     UNION SELECT earlier FROM neighbours UNION SELECT later FROM neighbours
@@ -341,14 +278,7 @@ candidates AS (
            r.updated_at, 1 - r.distance, FALSE
       FROM others o
       JOIN scope_rows r ON r.id = o.id
-    -- [large scope]
-    UNION ALL
-    SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
-           m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector), FALSE
-      FROM others o
-      JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = o.id
-     WHERE (SELECT n FROM scope_size) > %(scan_rows)s
-    -- [/large scope]
+    {large_scope_candidates}
 )
 SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metadata,
        c.created_at, c.updated_at, c.semantic, k.bm25, k.rank_cd, h.names AS entity_names,
@@ -364,6 +294,103 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metada
   LEFT JOIN keyword_scored k ON k.id = c.id
   LEFT JOIN entity_hits h ON h.id = c.id
   LEFT JOIN neighbour_ids x ON x.id = c.id
+
+-- name: large_scope_semantic
+-- The semantic leg of a large scope: the HNSW index filtered by the scope (iterative scans keep
+-- a filtered walk from under-returning), or on pgvector < 0.8 (%(exact_scan)s: no iterative
+-- scans) every row of the scope.
+UNION ALL
+(SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+        m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector) AS semantic
+   FROM {schema}.memories m
+  WHERE NOT %(exact_scan)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s
+    AND ({scope}) IS TRUE
+  ORDER BY m.embedding <=> %(embedding)s::vector
+  LIMIT %(semantic_limit)s)
+UNION ALL
+(SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at,
+        s.updated_at, 1 - s.distance AS semantic
+   FROM (SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+                m.updated_at, m.embedding <=> %(embedding)s::vector AS distance
+           FROM {schema}.memories m
+          WHERE %(exact_scan)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s
+            AND {scope}
+         OFFSET 0) s
+  ORDER BY s.distance
+  LIMIT %(semantic_limit)s)
+
+-- name: large_scope_scope_stats
+-- A large scope's BM25 statistics, read only when the query has keyword terms.
+UNION ALL
+SELECT count(*)::float8, coalesce(avg(m.lexeme_count), 0)::float8
+  FROM {schema}.memories m
+ WHERE (SELECT q.tsquery FROM query_terms q) IS NOT NULL
+   AND (SELECT n FROM scope_size) > %(scan_rows)s AND {scope}
+HAVING (SELECT n FROM scope_size) > %(scan_rows)s
+
+-- name: large_scope_keyword_docs
+-- A large scope's documents matching the query's terms: through the GIN index.
+UNION ALL
+(SELECT m.id, m.lexemes, m.lexeme_count
+   FROM {schema}.memories m
+  WHERE (SELECT q.tsquery FROM query_terms q) IS NOT NULL
+    AND (SELECT n FROM scope_size) > %(scan_rows)s
+    AND m.lexemes @@ (SELECT q.tsquery FROM query_terms q)
+    AND m.ts_config = %(ts_config)s::text AND ({scope}) IS TRUE)
+
+-- name: large_scope_scope_links
+-- A large scope's entity links: from its memories.
+UNION ALL
+(SELECT me.memory_id, me.entity_id
+   FROM {schema}.memories m
+   JOIN {schema}.memory_entities me ON me.tenant = m.tenant AND me.memory_id = m.id
+  WHERE (SELECT n FROM scope_size) > %(scan_rows)s AND {scope})
+
+-- name: large_scope_leg_best_stored
+-- A CTE of its own: when each of the legs' best was stored, for large_scope_neighbours.
+leg_best_stored AS MATERIALIZED (
+    SELECT l.id, c.created_at
+      FROM leg_best l
+     CROSS JOIN LATERAL (  -- by key (LIMIT: not turned into a join over the tenant's rows)
+            SELECT m.created_at FROM {schema}.memories m
+             WHERE m.tenant = %(tenant)s AND m.id = l.id LIMIT 1) c
+     WHERE (SELECT n FROM scope_size) > %(scan_rows)s
+),
+
+-- name: large_scope_neighbours
+-- A large scope's neighbours: one probe a side on the index of a scope id (reading
+-- %(neighbour_window)s rows), from when each of the legs' best was stored.
+UNION
+SELECT p.id AS earlier, l.id AS later, p.distance
+  FROM leg_best_stored l
+ CROSS JOIN LATERAL (
+        SELECT b.id, row_number() OVER (ORDER BY b.created_at DESC, b.id DESC) AS distance
+          FROM (SELECT m.id, m.created_at
+                  FROM {schema}.memories m
+                 WHERE %(previous)s::boolean AND {scope}
+                   AND (m.created_at, m.id) < (l.created_at, l.id)
+                 ORDER BY m.created_at DESC, m.id DESC
+                 LIMIT %(neighbour_window)s) b) p
+UNION
+SELECT l.id, n.id, n.distance
+  FROM leg_best_stored l
+ CROSS JOIN LATERAL (
+        SELECT a.id, row_number() OVER (ORDER BY a.created_at, a.id) AS distance
+          FROM (SELECT m.id, m.created_at
+                  FROM {schema}.memories m
+                 WHERE %(next)s::boolean AND {scope}
+                   AND (m.created_at, m.id) > (l.created_at, l.id)
+                 ORDER BY m.created_at, m.id
+                 LIMIT %(neighbour_window)s) a) n
+
+-- name: large_scope_candidates
+-- A large scope's other candidates: fetched by key.
+UNION ALL
+SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+       m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector), FALSE
+  FROM others o
+  JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = o.id
+ WHERE (SELECT n FROM scope_size) > %(scan_rows)s
 
 -- name: lock_contents
 -- The locks of an add, taken before insert_memories as a statement of its own (so that its

@@ -14,7 +14,7 @@ from psycopg import sql
 
 import pgmem
 from pgmem import builders
-from pgmem.queries import raw_queries
+from pgmem.queries import NO_FILTER, Queries, sql_blocks
 from pgmem.scope_sizes import LargeScopes
 from pgmem.store import Statement, Store, explain_statements
 from tests.test_scale import plan_nodes
@@ -138,13 +138,21 @@ def test_large_scopes_remembers_the_newest_up_to_its_capacity() -> None:
     assert "a" not in scopes
 
 
-def test_the_small_statement_is_the_search_statement_without_its_large_scope_lines() -> None:
-    blocks = raw_queries()
-    whole, small = blocks["search"], blocks["search_small"]
-    assert set(small.splitlines()) < set(whole.splitlines())
+def test_the_small_statement_is_the_search_statement_without_its_large_scope_blocks() -> None:
+    queries = Queries("pgmem")
+    whole, small = ([line for line in queries.get(name, NO_FILTER, ["user_id"]).as_string(None)
+                     .splitlines() if line.strip()] for name in ("search", "search_small"))
+    fragments = [name for name in sql_blocks() if name.startswith("large_scope_")]
+    assert len(fragments) == 7 and all(f"{{{name}}}" in sql_blocks()["search"]
+                                       for name in fragments)
+    assert not any("{large_scope_" in line for line in whole)  # every fragment composed in
+    assert set(small) < set(whole)
+    rest = iter(whole)  # the small statement is the whole one without some of its lines
+    assert all(line in rest for line in small)
     for large_only in ("leg_best_stored", "exact_scan", "ORDER BY m.embedding <=>"):
-        assert large_only in whole and large_only not in small
-    assert "AS scope_size" in small and "AS scope_size" in whole
+        assert any(large_only in line for line in whole)
+        assert not any(large_only in line for line in small)
+    assert any("AS scope_size" in line for line in small)
 
 
 def test_on_a_table_without_statistics_the_entity_matches_are_made_once(

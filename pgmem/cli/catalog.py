@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
-from importlib.resources import files
 from typing import Any
 
 import psycopg
@@ -14,13 +12,7 @@ from psycopg.rows import dict_row
 
 from pgmem.errors import translate
 from pgmem.migrate import _wrap_sqlalchemy_errors, engine_for, schema_dimension, schema_revision
-from pgmem.queries import named_blocks
-
-
-@functools.cache
-def statements() -> dict[str, str]:
-    """Every named block of catalog.sql, by name."""
-    return named_blocks(files("pgmem.sql").joinpath("catalog.sql").read_text(encoding="utf-8"))
+from pgmem.queries import sql_blocks
 
 
 def catalog(
@@ -31,7 +23,7 @@ def catalog(
     Raises:
         PgmemError: the driver's error, translated (the server is unreachable, ...).
     """
-    composed = sql.SQL(statements()[name]).format(schema=sql.Identifier(schema))
+    composed = sql.SQL(sql_blocks("catalog.sql")[name]).format(schema=sql.Identifier(schema))
     try:
         with psycopg.connect(dsn, row_factory=dict_row) as conn:
             return conn.execute(composed, params or {}).fetchall()

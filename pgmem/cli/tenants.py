@@ -4,7 +4,6 @@ least-privilege grants, a secret lock salt (``sql/tenant_roles.sql``, docs/secur
 from __future__ import annotations
 
 import argparse
-from importlib.resources import files
 
 import psycopg
 from psycopg import sql
@@ -12,7 +11,7 @@ from psycopg import sql
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
 from pgmem.errors import ConfigurationError, wrap_db_errors
-from pgmem.queries import named_blocks
+from pgmem.queries import sql_blocks
 
 STEPS = ("policies", "grants", "lock_salt", "record_model", "model_on_record")
 
@@ -34,7 +33,7 @@ def register(commands: Commands) -> None:
 
 def statements(schema: str, role: str) -> list[tuple[str, sql.Composed]]:
     """The blocks of ``sql/tenant_roles.sql`` for ``role``, by name, in order."""
-    blocks = named_blocks(files("pgmem.sql").joinpath("tenant_roles.sql").read_text("utf-8"))
+    blocks = sql_blocks("tenant_roles.sql")
     return [
         (name, sql.SQL(blocks[name]).format(schema=sql.Identifier(schema),
                                             role=sql.Identifier(role)))

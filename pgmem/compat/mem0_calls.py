@@ -22,8 +22,9 @@ from pgmem.compat.mem0_filters import SCOPE_KEYS, all_of, mem0_filters, scope_ar
 from pgmem.effects import Operation, Steps, result_of, transaction
 from pgmem.embedding import SentenceTransformerEmbedder
 from pgmem.errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
-from pgmem.mem0_sql import IMPORT_KEY, mem0_queries
+from pgmem.mem0_sql import IMPORT_KEY
 from pgmem.operations import Configured, Operations
+from pgmem.queries import sql_blocks
 from pgmem.results import MemoryRecord, SearchHit
 from pgmem.store import Statement
 from pgmem.validate import ScopeId
@@ -256,7 +257,7 @@ class Mem0Calls:
         ops = self._ops
         statement = Statement(
             "reset_tenant",
-            sql.SQL(mem0_queries()["reset_tenant"]).format(schema=sql.Identifier(ops.schema)),
+            sql.SQL(sql_blocks("mem0.sql")["reset_tenant"]).format(schema=sql.Identifier(ops.schema)),
             {"tenant": ops.tenant}, "one", lambda row: int(row["memories"]),
         )
 

@@ -48,8 +48,9 @@ from pgmem.errors import (
     server_message,
     translate,
 )
-from pgmem.mem0_sql import IMPORT_KEY, mem0_queries
+from pgmem.mem0_sql import IMPORT_KEY
 from pgmem.memory import Memory, run
+from pgmem.queries import sql_blocks
 from pgmem.store import Statement
 
 __all__ = ["IMPORT_KEY", "ImportReport", "import_collection", "memory_item"]
@@ -255,7 +256,7 @@ def _imported(memory: Memory, origin: str) -> list[dict[str, Any]]:
 def _read(memory: Memory, name: str, params: dict[str, Any], read: Callable[[Any], T]) -> T:
     """One statement of ``sql/mem0.sql`` on the facade's own connection, in its tenant."""
     statement = Statement(
-        name, sql.SQL(mem0_queries()[name]).format(schema=sql.Identifier(memory.schema)),
+        name, sql.SQL(sql_blocks("mem0.sql")[name]).format(schema=sql.Identifier(memory.schema)),
         {"tenant": memory.tenant, **params}, "all", read,
     )
 
@@ -378,7 +379,7 @@ class _Reader:
                         f'"{collection.replace(chr(34), chr(34) * 2)}"'
 
     def _query(self, name: str) -> sql.Composed:
-        return sql.SQL(mem0_queries()[name]).format(collection=self.table)
+        return sql.SQL(sql_blocks("mem0.sql")[name]).format(collection=self.table)
 
     def describe(self) -> tuple[int, int | None]:
         """The row count and the vector column's dimension (None: not fixed)."""
