@@ -38,6 +38,7 @@ from pgmem.results import (
     Page,
     SearchHit,
 )
+from pgmem.store import SearchParams
 from pgmem.validate import NewMemory, Scope
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class SearchPlan:
     ``n_terms`` is None while the statement makes the query's lexemes (PostgreSQL's text search
     configuration, see :mod:`pgmem.languages`): its rows say how many (:func:`fuse_rows`)."""
 
-    params: dict[str, Any]
+    params: SearchParams
     profile: scoring.Scoring
     n_terms: int | None
     semantic_active: bool
@@ -138,34 +139,34 @@ def search_plan(
     profile = request.profile
     hybrid = signals == LEGS and legs == LEGS
     return SearchPlan(
-        params={
-            **request.scope.params(),
-            **request.filter_params,
-            "embedding": vectors[0],
-            "semantic_limit": internal_limit if "semantic" in legs else 0,
-            "keyword_limit": internal_limit if "keyword" in legs else 0,
-            "entity_limit": internal_limit if "entity" in legs else 0,
-            "exact_scan": exact_scan,
-            "scan_rows": SCOPE_SCAN_ROWS,
-            "tsquery": or_tsquery(terms),
+        params=SearchParams(
+            scope=request.scope,
+            filter_params=request.filter_params,
+            embedding=vectors[0],
+            semantic_limit=internal_limit if "semantic" in legs else 0,
+            keyword_limit=internal_limit if "keyword" in legs else 0,
+            entity_limit=internal_limit if "entity" in legs else 0,
+            exact_scan=exact_scan,
+            scan_rows=SCOPE_SCAN_ROWS,
+            tsquery=or_tsquery(terms),
             # None: the statement makes them, from keyword_text (pgmem.languages)
-            "lexemes": None if by_postgres else list(terms),
-            "keyword_text": request.query if by_postgres else None,
-            "ts_config": text_search.config,
-            "keyword_score": keyword_score,
-            "bm25_k1": scoring.BM25_K1,
-            "bm25_b": scoring.BM25_B,
-            "entity_embeddings": list(vectors[1 : 1 + len(entities)]),
-            "entity_neighbours": scoring.ENTITY_NEIGHBOURS,
-            "entity_min_similarity": profile.entity_min_similarity,
-            "spread_decay": scoring.SPREAD_DECAY,
+            lexemes=None if by_postgres else tuple(terms),
+            keyword_text=request.query if by_postgres else None,
+            ts_config=text_search.config,
+            keyword_score=keyword_score,
+            bm25_k1=scoring.BM25_K1,
+            bm25_b=scoring.BM25_B,
+            entity_embeddings=tuple(vectors[1 : 1 + len(entities)]),
+            entity_neighbours=scoring.ENTITY_NEIGHBOURS,
+            entity_min_similarity=profile.entity_min_similarity,
+            spread_decay=scoring.SPREAD_DECAY,
             # The neighbour step (scoring.Scoring.after_weight): hybrid searches only, so that a
             # search of one signal finds what that signal alone finds.
-            "next": profile.after_weight > 0 and hybrid,
-            "previous": profile.before_weight > 0 and hybrid,
-            "neighbour_limit": scoring.neighbour_limit(request.limit),
-            "neighbour_window": profile.neighbour_window,
-        },
+            next=profile.after_weight > 0 and hybrid,
+            previous=profile.before_weight > 0 and hybrid,
+            neighbour_limit=scoring.neighbour_limit(request.limit),
+            neighbour_window=profile.neighbour_window,
+        ),
         profile=profile,
         n_terms=None if by_postgres else len(terms),
         semantic_active="semantic" in signals,
@@ -180,7 +181,7 @@ def fuse_rows(
 ) -> list[SearchHit]:
     """Score the statement's rows (step 8) and turn the best ``limit`` into hits."""
     plan = with_query_terms(plan, rows)
-    keyword_score = plan.params["keyword_score"]
+    keyword_score = plan.params.keyword_score
     # Candidates are keyed by their ids' integers (quicker to hash and sort than UUIDs) and
     # ordered by them so that ties break the same way on every run; only the hits returned are
     # decoded further (entity hits, metadata).

@@ -459,9 +459,9 @@ class Operations:
         large = scope in self._large_scopes
         plan, rows = yield from batch(functools.partial(statement, small=not large))
         size = rows[0]["scope_size"]
-        if not large and size > plan.params["scan_rows"]:
+        if not large and size > plan.params.scan_rows:
             plan, rows = yield from batch(functools.partial(statement, small=False))
-        self._large_scopes.note(scope, size, plan.params["scan_rows"])
+        self._large_scopes.note(scope, size, plan.params.scan_rows)
         rows = [row for row in rows if row["id"] is not None]
         fetch = scoring.internal_limit(request.limit) if rerank else request.limit
         hits = fuse_rows(plan, rows, threshold=request.threshold, limit=fetch)

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgmem.errors import StatementRefusedError
 from pgmem.queries import NAMESPACE_SCOPES, NO_FILTER, SCOPE_IDS, Queries, sql_blocks
-from pgmem.validate import ANY
+from pgmem.validate import ANY, Scope
 
 Row = dict[str, Any]
 T = TypeVar("T")
@@ -166,6 +168,48 @@ def explain_statements(
     )
 
 
+@dataclass(frozen=True)
+class SearchParams:
+    """The parameters of the search statement (``search`` in ``sql/queries.sql``, whose
+    comments say what each does), besides the scope's and the metadata filter's.
+    :func:`pgmem.builders.search_plan` makes them."""
+
+    scope: Scope
+    #: The compiled metadata filter's parameters (:func:`pgmem.filters.compile_filters`).
+    filter_params: Mapping[str, Any]
+    embedding: npt.NDArray[np.float32]
+    semantic_limit: int
+    keyword_limit: int
+    entity_limit: int
+    exact_scan: bool
+    scan_rows: int
+    tsquery: str | None
+    #: None: the statement makes them, from ``keyword_text`` (pgmem.languages).
+    lexemes: Sequence[str] | None
+    keyword_text: str | None
+    ts_config: str
+    keyword_score: str
+    bm25_k1: float
+    bm25_b: float
+    entity_embeddings: Sequence[npt.NDArray[np.float32]]
+    entity_neighbours: int
+    entity_min_similarity: float
+    spread_decay: float
+    next: bool
+    previous: bool
+    neighbour_limit: int
+    neighbour_window: int
+
+    def row(self) -> Row:
+        """The parameters as the driver takes them, by name."""
+        named = {f.name: getattr(self, f.name) for f in fields(self)
+                 if f.name not in ("scope", "filter_params")}
+        if self.lexemes is not None:
+            named["lexemes"] = list(self.lexemes)
+        named["entity_embeddings"] = list(self.entity_embeddings)
+        return {**self.scope.params(), **self.filter_params, **named}
+
+
 #: The most parameters a statement can carry (the protocol counts them in 16 bits).
 MAX_PARAMETERS = 65_535
 
@@ -245,7 +289,7 @@ class Store:
     # -- search
 
     def search(
-        self, params: Row, filters: sql.Composable, *, small: bool = False
+        self, params: SearchParams, filters: sql.Composable, *, small: bool = False
     ) -> Statement[list[Row]]:
         """Every candidate of the three legs with its raw signals. Server-prepared, to run after
         :meth:`search_settings`: parsed and planned once per connection and scope shape. With
@@ -253,18 +297,21 @@ class Store:
         only its size. One row at least: without candidates, a row whose id is NULL (see
         :mod:`pgmem.scope_sizes`)."""
         name = "search_small" if small else "search"
-        return self._statement(name, params, "all", _rows, filters, prepare=True, binary=True)
+        return self._statement(
+            name, params.row(), "all", _rows, filters, prepare=True, binary=True
+        )
 
     def explain_search(
-        self, params: Row, filters: sql.Composable, *, analyze: bool
+        self, params: SearchParams, filters: sql.Composable, *, analyze: bool
     ) -> Statement[dict[str, Any]]:
         """EXPLAIN (FORMAT JSON) of the search statement's generic plan (run, with
         ``analyze``), to run after :meth:`search_settings`."""
-        return self._statement("search", params, "analyze" if analyze else "plan", _plan, filters)
+        fetch: Fetch = "analyze" if analyze else "plan"
+        return self._statement("search", params.row(), fetch, _plan, filters)
 
-    def search_sql(self, params: Row, filters: sql.Composable) -> Statement[str]:
+    def search_sql(self, params: SearchParams, filters: sql.Composable) -> Statement[str]:
         """The search statement with its parameters inlined, for humans (EXPLAIN, --sql)."""
-        return self._statement("search", params, "text", str, filters)
+        return self._statement("search", params.row(), "text", str, filters)
 
     def search_settings(self, ef_search: int | None) -> Statement[None]:
         """The search's settings (see ``search_settings`` in ``sql/queries.sql``), local to the

@@ -37,9 +37,9 @@ def plan(text_search: TextSearch, analysis: Analysis, **kwargs: object) -> build
 
 def test_postgresql_makes_the_query_terms_in_the_statement() -> None:
     p = plan(GERMAN, Analysis((), ()))
-    assert p.params["lexemes"] is None and p.params["tsquery"] is None
-    assert p.params["keyword_text"] == "Häuser am Fluss"
-    assert p.params["ts_config"] == "german"
+    assert p.params.lexemes is None and p.params.tsquery is None
+    assert p.params.keyword_text == "Häuser am Fluss"
+    assert p.params.ts_config == "german"
     assert p.n_terms is None and p.keyword_active
     assert p.signals == ("semantic", "keyword")  # no entities without a spaCy model
     assert any("'german'" in note and "entity signal off" in note for note in p.notes)
@@ -54,15 +54,15 @@ def test_postgresql_makes_the_query_terms_in_the_statement() -> None:
 
 def test_a_search_without_the_keyword_signal_asks_postgresql_for_nothing() -> None:
     p = plan(GERMAN, Analysis((), ()), signals=("semantic",))
-    assert p.params["keyword_text"] is None and p.params["lexemes"] == []
+    assert p.params.keyword_text is None and p.params.lexemes == ()
     assert p.n_terms == 0 and not p.keyword_active
 
 
 def test_spacy_lemmas_travel_as_before() -> None:
     p = plan(ENGLISH, Analysis(("house", "river"), ()))
-    assert p.params["lexemes"] == ["house", "river"]
-    assert p.params["tsquery"] == "'house' | 'river'"
-    assert p.params["keyword_text"] is None and p.params["ts_config"] == "english"
+    assert p.params.lexemes == ("house", "river")
+    assert p.params.tsquery == "'house' | 'river'"
+    assert p.params.keyword_text is None and p.params.ts_config == "english"
     assert p.n_terms == 2 and builders.with_query_terms(p, []) is p
 
 

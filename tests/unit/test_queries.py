@@ -89,3 +89,19 @@ def test_only_pgmem_queries_reads_the_sql_files() -> None:
     assert readers == ["queries.py"]
     shipped = [f.name for f in files("pgmem.sql").iterdir() if f.name.endswith(".sql")]
     assert sorted(shipped) == sorted((*SQL_FILES, "schema.sql"))
+
+
+def test_the_search_params_are_the_search_statements_parameters() -> None:
+    """SearchParams names every parameter of the search statement besides the scope's and the
+    filter's, and no other (search_small takes all but exact_scan)."""
+    from dataclasses import fields
+
+    from pgmem.store import SearchParams
+
+    own = {f.name for f in fields(SearchParams)} - {"scope", "filter_params"}
+    taken = {
+        name: set(re.findall(r"%\((\w+)\)[sb]", Queries("pgmem").get(
+            name, NO_FILTER, ["user_id"]).as_string(None))) - {"tenant", "user_id"}
+        for name in ("search", "search_small")
+    }
+    assert taken == {"search": own, "search_small": own - {"exact_scan"}}
