@@ -32,7 +32,7 @@ from pgmem.errors import FilterError, InvalidInputError
 from pgmem.operations import Operations
 from pgmem.queries import Queries, sql_blocks
 from pgmem.results import SearchHit
-from pgmem.steps import explain_search_steps, insert_steps, vector_guard_steps
+from pgmem.steps import explain_search_steps, insert_steps, model_check_steps
 from pgmem.store import Row, Statement, Store
 from pgmem.validate import NewMemory, Scope
 
@@ -420,7 +420,7 @@ class Items:
 
         def steps(_: object) -> Steps[None]:
             if vectors_of is not None:
-                yield from vector_guard_steps(self.store, vectors_of)
+                yield from model_check_steps(self.store, vectors_of)
             yield from result_of(self.store.lock_items(keys))
             existing = yield from result_of(self.store.existing_items(keys))
             ids = [row["id"] for row in existing]

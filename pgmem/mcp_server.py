@@ -94,7 +94,7 @@ class Credential:
             raise ConfigurationError(
                 f"a token's scope holds only {', '.join(SCOPE_KEYS)}, got {sorted(unknown)}"
             )
-        validate.within(*(self.scope.get(key) for key in SCOPE_KEYS))
+        validate.scope_ids(*(self.scope.get(key) for key in SCOPE_KEYS))
 
 
 class BearerTokens:

@@ -342,7 +342,7 @@ class Memory(operations.Configured):
         """The memory with this id.
 
         A call by id reaches any memory of the tenant. Any of ``user_id``, ``agent_id``,
-        ``run_id`` given, the memory must also carry those ids (a memory of ``user_id="u1"``
+        ``run_id`` given (a guard), the memory must also carry those ids (a memory of ``user_id="u1"``
         is found with ``user_id="u1"``, not with ``user_id="u2"``): pass the caller's scope
         when the id comes from outside.
 

@@ -305,7 +305,7 @@ class Operations:
     ) -> Operation[MemoryRecord]:
         """See :meth:`pgmem.Memory.update`."""
         checked_id = validate.memory_id(memory_id)
-        guard = validate.within(user_id, agent_id, run_id)
+        guard = validate.scope_ids(user_id, agent_id, run_id)
         if text is None and metadata is None:
             raise InvalidInputError("update needs a new text, new metadata or both")
         meta = None if metadata is None else validate.metadata(metadata, self.limits)
@@ -347,7 +347,7 @@ class Operations:
     ) -> Operation[None]:
         """See :meth:`pgmem.Memory.delete`."""
         checked_id = validate.memory_id(memory_id)
-        guard = validate.within(user_id, agent_id, run_id)
+        guard = validate.scope_ids(user_id, agent_id, run_id)
         yield from transaction(lambda _: delete_steps(self.store, self.tenant, checked_id, guard))
 
     def delete_all(
@@ -369,7 +369,7 @@ class Operations:
     ) -> Operation[MemoryRecord]:
         """See :meth:`pgmem.Memory.get`."""
         checked_id = validate.memory_id(memory_id)
-        guard = validate.within(user_id, agent_id, run_id)
+        guard = validate.scope_ids(user_id, agent_id, run_id)
         return (
             yield from transaction(lambda _: get_steps(self.store, self.tenant, checked_id, guard))
         )
@@ -406,7 +406,7 @@ class Operations:
     ) -> Operation[list[HistoryEvent]]:
         """See :meth:`pgmem.Memory.history`."""
         checked_id = validate.memory_id(memory_id)
-        guard = validate.within(user_id, agent_id, run_id)
+        guard = validate.scope_ids(user_id, agent_id, run_id)
         return (
             yield from transaction(
                 lambda _: history_steps(self.store, self.tenant, checked_id, guard)

@@ -6,7 +6,7 @@ together in one :class:`~pgmem.effects.Batch`)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -39,7 +39,7 @@ from pgmem.languages import TextSearch
 from pgmem.nlp import Analysis
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page
 from pgmem.store import Row, Statement, Store
-from pgmem.validate import Scope
+from pgmem.validate import Guard, Scope
 
 if TYPE_CHECKING:
     from pgmem.connection import ServerCapabilities
@@ -77,7 +77,7 @@ def space_steps(store: Store) -> Steps[EmbeddingSpace]:
 VectorsOf = tuple[EmbeddingSpace, str]
 
 
-def vector_guard_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
+def model_check_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
     """Check, in a write's transaction and before it writes, that the schema still holds the
     model its vectors were made with -- a re-embedding may have switched it since the Memory
     read it -- and record the embedder's name if no model is on record.
@@ -105,7 +105,7 @@ def insert_steps(
     store: Store, tenant: str, params: Row, vectors_of: VectorsOf | None = None, first: int = 0
 ) -> Steps[list[AddResult]]:
     """Add a batch (``params`` from :func:`insert_params`): the duplicate locks, then the insert
-    (after :func:`vector_guard_steps` with ``vectors_of``). ``first``: the index of the batch's
+    (after :func:`model_check_steps` with ``vectors_of``). ``first``: the index of the batch's
     first item in the call, for errors.
 
     Raises:
@@ -115,7 +115,7 @@ def insert_steps(
             insert, whose rows tell the isolation level; the caller's savepoint undoes it.
     """
     if vectors_of is not None:
-        yield from vector_guard_steps(store, vectors_of)
+        yield from model_check_steps(store, vectors_of)
     yield store.lock_contents(params)  # entity-name locks always, duplicate locks with dedupe
     yield from taken_ids_steps(store, tenant, params, first)
     rows = yield from result_of(store.insert_memories(params))
@@ -150,17 +150,17 @@ def taken_ids_steps(store: Store, tenant: str, params: Row, first: int) -> Steps
 
 def update_steps(
     store: Store, tenant: str, memory_id: uuid.UUID, params: Row,
-    vectors_of: VectorsOf | None = None, within: Mapping[str, str] | None = None,
+    vectors_of: VectorsOf | None = None, guard: Guard | None = None,
 ) -> Steps[MemoryRecord]:
     """Update a memory (``params`` from :func:`update_params`) after locking it and its entities
-    (and, for new vectors, :func:`vector_guard_steps` with ``vectors_of``); with ``within``,
-    only a memory of that scope (see :func:`get_steps`)."""
+    (and, for new vectors, :func:`model_check_steps` with ``vectors_of``); with ``guard``,
+    only a memory of the guard's scope (see :func:`get_steps`)."""
     if vectors_of is not None:
-        yield from vector_guard_steps(store, vectors_of)
+        yield from model_check_steps(store, vectors_of)
     if not (yield from result_of(store.lock_memory(params))):
         raise not_found(tenant, memory_id)
-    if within:
-        yield from get_steps(store, tenant, memory_id, within)
+    if guard:
+        yield from get_steps(store, tenant, memory_id, guard)
     if params["content_hash"] is not None:  # a new text: add's duplicate rule, under its lock
         yield store.lock_update_content(params)
         duplicate = yield from result_of(store.update_duplicate(params))
@@ -177,15 +177,15 @@ def update_steps(
 
 
 def delete_steps(
-    store: Store, tenant: str, memory_id: uuid.UUID, within: Mapping[str, str] | None = None
+    store: Store, tenant: str, memory_id: uuid.UUID, guard: Guard | None = None
 ) -> Steps[None]:
-    """Delete a memory after locking it and its entities; with ``within``, only a memory of
-    that scope (see :func:`get_steps`)."""
+    """Delete a memory after locking it and its entities; with ``guard``, only a memory of
+    the guard's scope (see :func:`get_steps`)."""
     params = memory_params(tenant, memory_id)
     if not (yield from result_of(store.lock_memory(params))):
         raise not_found(tenant, memory_id)
-    if within:
-        yield from get_steps(store, tenant, memory_id, within)
+    if guard:
+        yield from get_steps(store, tenant, memory_id, guard)
     yield store.lock_linked_entities(params)
     yield store.delete_memories(params)
 
@@ -202,16 +202,16 @@ def delete_all_steps(store: Store, tenant: str, scope: Scope) -> Steps[int]:
 
 
 def get_steps(
-    store: Store, tenant: str, memory_id: uuid.UUID, within: Mapping[str, str] | None = None
+    store: Store, tenant: str, memory_id: uuid.UUID, guard: Guard | None = None
 ) -> Steps[MemoryRecord]:
-    """The memory ``memory_id``; NotFoundError when the tenant has none, or when it is not in
-    the scope ``within`` gives (its scope ids, any of user_id, agent_id, run_id)."""
+    """The memory ``memory_id``; NotFoundError when the tenant has none, or when it does not
+    carry the scope ids of the ``guard``."""
     row = yield from result_of(store.get_memory(memory_params(tenant, memory_id)))
     if row is None:
         raise not_found(tenant, memory_id)
     found = record(tenant, row)
-    if within and any(getattr(found, name) != value for name, value in within.items()):
-        shown = ", ".join(f"{name}={value!r}" for name, value in within.items())
+    if guard and any(getattr(found, name) != value for name, value in guard.items()):
+        shown = ", ".join(f"{name}={value!r}" for name, value in guard.items())
         raise NotFoundError(f"no memory {memory_id} in scope {shown} of tenant {tenant!r}")
     return found
 
@@ -225,18 +225,18 @@ def list_steps(
 
 
 def history_steps(
-    store: Store, tenant: str, memory_id: uuid.UUID, within: Mapping[str, str] | None = None
+    store: Store, tenant: str, memory_id: uuid.UUID, guard: Guard | None = None
 ) -> Steps[list[HistoryEvent]]:
     """The events of ``memory_id``; NotFoundError when the tenant never had it. With
-    ``within``, only those of a memory that is still there, in that scope (see
+    ``guard``, only those of a memory that is still there, in the guard's scope (see
     :func:`get_steps`), since its latest DELETE: a deleted memory's events carry no scope to
     check, and its id may have been imported again into another scope."""
-    if within:
-        yield from get_steps(store, tenant, memory_id, within)
+    if guard:
+        yield from get_steps(store, tenant, memory_id, guard)
     rows = yield from result_of(store.memory_history(memory_params(tenant, memory_id)))
     if not rows:
         raise not_found(tenant, memory_id)
-    if within:
+    if guard:
         deletes = [n for n, row in enumerate(rows) if row["event"] == "DELETE"]
         rows = rows[deletes[-1] + 1 :] if deletes else rows
     return history_events(rows)

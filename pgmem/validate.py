@@ -42,6 +42,11 @@ ANY = Wildcard.ANY
 #: A scope id as the scope of a read takes it.
 ScopeId = str | Wildcard
 
+#: The guard of a call by id (``get``, ``update``, ``delete``, ``history``): the scope ids the
+#: caller gave, by name (:func:`scope_ids`), which the memory must carry -- one of another scope
+#: is not found. Empty: no guard, any memory of the tenant.
+Guard = Mapping[str, str]
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -136,7 +141,7 @@ def scope(
     ids: dict[str, ScopeId | None] = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
     wild = {name for name, value in ids.items() if wildcard and value is ANY}
     given: dict[str, ScopeId] = dict(
-        within(*(None if name in wild else value for name, value in ids.items()))
+        scope_ids(*(None if name in wild else value for name, value in ids.items()))
     )
     given.update(dict.fromkeys(wild, ANY))
     if not given:
@@ -145,9 +150,9 @@ def scope(
                  given.get("agent_id"), given.get("run_id"))
 
 
-def within(user_id: object, agent_id: object, run_id: object) -> dict[str, str]:
-    """The scope ids given (checked), by name: a call's scope, or the guard of a call by id
-    (none: no guard)."""
+def scope_ids(user_id: object, agent_id: object, run_id: object) -> dict[str, str]:
+    """The scope ids given (checked), by name: a call's scope, or the :data:`Guard` of a call
+    by id (none: no guard)."""
     given = {
         name: _identifier(name, value)
         for name, value in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id))
