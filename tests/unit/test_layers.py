@@ -4,8 +4,9 @@ pgmem: one left out would be free to import anything."""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import pgmem
 
