@@ -22,7 +22,6 @@ from typing import Any
 from pgmem.errors import ConfigurationError
 from pgmem.lazy import Lazy
 from pgmem.spacy_ops import one_blas_thread, use_numpy_matmul
-from pgmem.spacy_tok2vec import use_fused_tok2vec
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +191,6 @@ class TextAnalyzer:
             except OSError:
                 continue
             use_numpy_matmul(nlp)
-            use_fused_tok2vec(nlp)
             return nlp
         if self._model:
             raise ConfigurationError(f"spaCy model {self._model!r} is not installed")
