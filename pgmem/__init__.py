@@ -43,6 +43,7 @@ from pgmem.results import (
     Page,
     SearchHit,
 )
+from pgmem.settings import Settings
 from pgmem.validate import Limits
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "ScopeError",
     "SearchHit",
     "SentenceTransformerEmbedder",
+    "Settings",
     "StatementRefusedError",
     "TextAnalyzer",
     "abort_reembed",

@@ -15,25 +15,23 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import default_database, effects, operations, validate
+from pgmem import default_database, effects, operations
 from pgmem.connection import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_POOL_TIMEOUT,
     AsyncConnector,
     AsyncSource,
     retryable,
 )
 from pgmem.errors import ConnectionLostError, wrap_db_errors
 from pgmem.languages import Analyzers
-from pgmem.migrate import DEFAULT_SCHEMA
+from pgmem.model_work import ModelWork
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
 from pgmem.scoring import SEARCH_LIMIT
+from pgmem.settings import Options, Settings
 from pgmem.store import execute_async, send_async
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing_extensions import Self, Unpack
 
 T = TypeVar("T")
 
@@ -99,29 +97,21 @@ class AsyncMemory(operations.Configured):
         self,
         db: AsyncSource = None,
         *,
+        settings: Settings | None = None,
         embedder: Any = None,
         nlp: Analyzers = None,
         reranker: Reranker | None = None,
-        schema: str = DEFAULT_SCHEMA,
-        tenant: str = "default",
-        keyword_score: str = "bm25",
-        scoring: str = "default",
-        max_text_length: int = validate.MAX_TEXT_LENGTH,
-        pool_max_size: int = 10,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        ts_config: str | None = None,
-        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
-        limits: validate.Limits | None = None,
+        **options: Unpack[Options],
     ) -> None:
+        settings = Settings.from_env(**options) if settings is None else settings.replace(**options)
+        self.settings = settings
         self._ops = operations.Operations(
-            embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
-            keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
-            scoring_name=scoring, limits=limits,
+            settings, ModelWork(settings, embedder=embedder, nlp=nlp, reranker=reranker)
         )
         self._connector = AsyncConnector(
-            default_database.source(db, self._ops.schema), max_size=pool_max_size,
-            connect_timeout=connect_timeout, lock_timeout=lock_timeout, pool_timeout=pool_timeout,
+            default_database.source(db, settings), max_size=settings.pool_max_size,
+            connect_timeout=settings.connect_timeout, lock_timeout=settings.lock_timeout,
+            pool_timeout=settings.pool_timeout,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -131,7 +121,7 @@ class AsyncMemory(operations.Configured):
         made (see :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays
         open. As :meth:`pgmem.Memory.close`, a later call opens them again."""
         await self._connector.close()
-        await asyncio.to_thread(self._ops.languages.close)
+        await asyncio.to_thread(self._ops.models.close)
 
     async def __aenter__(self) -> Self:
         return self

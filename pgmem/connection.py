@@ -47,6 +47,12 @@ from pgmem.errors import (
     wrap_db_errors,
 )
 from pgmem.migrate import parse_version
+from pgmem.settings import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_POOL_TIMEOUT,
+    Settings,
+)
 
 if TYPE_CHECKING:  # SQLAlchemy is imported only for a SQLAlchemy source (see _sqlalchemy_kind)
     from sqlalchemy.engine import Connection as SAConnection
@@ -87,10 +93,6 @@ BATCH_SAVEPOINT = "SAVEPOINT pgmem_batch"
 BATCH_RELEASE = "RELEASE SAVEPOINT pgmem_batch"
 BATCH_ROLLBACK = ("ROLLBACK TO SAVEPOINT pgmem_batch", BATCH_RELEASE)
 _RETRYABLE = "pgmem_retryable"
-DEFAULT_CONNECT_TIMEOUT = 10.0  # seconds to connect and fill the pool's minimum
-# Seconds a statement on pgmem's own connections waits for a lock before LockTimeoutError:
-# set on each new connection of the pool, unless the server, role or DSN already sets one.
-DEFAULT_LOCK_TIMEOUT = 5.0
 LOCK_TIMEOUT_QUERY = (
     "SELECT set_config('lock_timeout', %s, false) WHERE current_setting('lock_timeout') = '0'"
 )
@@ -102,8 +104,6 @@ def _lock_timeout_ms(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
-#: Seconds a call waits for a free connection of pgmem's pool before PoolTimeoutError.
-DEFAULT_POOL_TIMEOUT = 30.0
 
 
 def _connect_kwargs(conninfo: str, connect_timeout: float) -> dict[str, Any]:
@@ -274,8 +274,9 @@ async def _end_batch_savepoint_async(conn: psycopg.AsyncConnection) -> None:
 
 
 def default_source(source: Any) -> Any:
-    """``source``, or ``PGMEM_DSN`` (possibly empty: libpq's ``PG*`` variables) for None."""
-    return os.environ.get("PGMEM_DSN", "") if source is None else source
+    """``source``, or the environment's DSN (``PGMEM_DSN``; else empty: libpq's ``PG*``
+    variables) for None."""
+    return (Settings.from_env().dsn or "") if source is None else source
 
 
 def _psycopg_connection(sa_connection: SAConnection) -> psycopg.Connection:

@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from pathlib import Path
 from typing import TypeVar
 
 from pgmem import server_state
 from pgmem.embedded_server import EmbeddedServer, data_home
 from pgmem.migrate import DEFAULT_SCHEMA
+from pgmem.settings import Settings, current
 
 LIBPQ_TARGETS = ("PGHOST", "PGDATABASE", "PGSERVICE")
 
@@ -33,29 +35,35 @@ _told: set[str] = set()
 _told_lock = threading.Lock()
 
 
-def configured_dsn(dsn: str | None) -> str | None:
-    """The DSN to use: ``dsn``, else PGMEM_DSN, else '' (libpq's PG* variables) when PGHOST,
-    PGDATABASE or PGSERVICE is set; None when nothing is configured (the embedded default)."""
+def configured_dsn(dsn: str | None, settings: Settings | None = None) -> str | None:
+    """The DSN to use: ``dsn``, else the settings' (``PGMEM_DSN``; ``settings`` None: the
+    environment's), else '' (libpq's PG* variables) when PGHOST, PGDATABASE or PGSERVICE is
+    set; None when nothing is configured (the embedded default)."""
     if dsn:
         return dsn
-    if os.environ.get("PGMEM_DSN"):
-        return os.environ["PGMEM_DSN"]
+    configured = current(settings).dsn
+    if configured:
+        return configured
     if any(os.environ.get(name) for name in LIBPQ_TARGETS):
         return ""
     return None
 
 
-def source(db: T, schema: str) -> T | DefaultDatabase:
-    """What a facade connects to: ``db``, or when it is None and nothing is configured (see
-    :func:`configured_dsn`), the embedded default for ``schema``."""
-    if db is None and configured_dsn(None) is None:
-        return DefaultDatabase(schema)
-    return db
+def source(db: T, settings: Settings) -> T | str | DefaultDatabase:
+    """What a facade connects to: ``db``; when it is None, the settings' DSN (see
+    :func:`configured_dsn`), or when nothing is configured the embedded default for the
+    settings' schema."""
+    if db is not None:
+        return db
+    dsn = configured_dsn(None, settings)
+    if dsn is None:
+        return DefaultDatabase(settings.schema, home=data_home(settings))
+    return dsn
 
 
-def running_server() -> server_state.ServerState | None:
-    """The running ``pgmem server`` of pgmem's data directory, if any."""
-    return server_state.running(data_home())
+def running_server(home: Path | None = None) -> server_state.ServerState | None:
+    """The running ``pgmem server`` of ``home`` (None: pgmem's data directory), if any."""
+    return server_state.running(data_home() if home is None else home)
 
 
 def _tell(state: server_state.ServerState | None, home: object) -> None:
@@ -92,10 +100,12 @@ class DefaultDatabase:
         DatabaseError: the server did not start.
     """
 
-    def __init__(self, schema: str = DEFAULT_SCHEMA, *, log: bool = True) -> None:
+    def __init__(
+        self, schema: str = DEFAULT_SCHEMA, *, log: bool = True, home: Path | None = None
+    ) -> None:
         self.schema = schema
         self._log = log
-        self.home = data_home()
+        self.home = data_home() if home is None else home
         self._server: EmbeddedServer | None = None
         self._migrated = False
         self._lock = threading.Lock()
@@ -105,7 +115,7 @@ class DefaultDatabase:
         migrated), starting or joining the server on first use."""
         with self._lock:
             if self._server is None:
-                state = running_server()
+                state = running_server(self.home)
                 server = EmbeddedServer(self.home, schema=self.schema)
                 server.start(migrate=False)
                 self._server = server

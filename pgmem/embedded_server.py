@@ -52,6 +52,7 @@ from pgmem.migrate import (
     migrate,
     schema_dimension,
 )
+from pgmem.settings import Settings, current
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -61,10 +62,11 @@ ROOT_HOME = Path("/var/lib/pgmem")
 PASSFILE = "pgpass"
 
 
-def data_home() -> Path:
-    """Where the embedded server keeps its data: ``$PGMEM_HOME``; as root ``/var/lib/pgmem``;
-    else ``$XDG_DATA_HOME/pgmem``, else ``~/.local/share/pgmem``."""
-    configured = os.environ.get("PGMEM_HOME")
+def data_home(settings: Settings | None = None) -> Path:
+    """Where the embedded server keeps its data: the settings' ``home`` (``$PGMEM_HOME``;
+    ``settings`` None: the environment's); as root ``/var/lib/pgmem``; else
+    ``$XDG_DATA_HOME/pgmem``, else ``~/.local/share/pgmem``."""
+    configured = current(settings).home
     if configured:
         return Path(configured).expanduser().absolute()
     if _is_root():

@@ -31,9 +31,10 @@ import numpy.typing as npt
 
 from pgmem.errors import ConfigurationError, DimensionMismatchError, EmbeddingError, PgmemError
 from pgmem.lazy import Lazy, sentence_transformers
+from pgmem.settings import EMBEDDING_BACKENDS, Settings, current, variable_of
 
 HUB_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = EMBEDDING_BACKENDS
 # Bumped when the exported graph changes, so that older exports are not reused.
 _EXPORT_VERSION = 2
 #: The most token positions a batch may compute: its texts times its longest text's tokens. A
@@ -121,9 +122,11 @@ def embeds_beside_analysis(embedder: Any) -> bool:
     return bool(getattr(embedder, "overlaps_analysis", True))
 
 
-def default_model() -> str:
-    """Where the default embedder loads its weights from (see the module docstring)."""
-    configured = os.environ.get("PGMEM_EMBEDDING_MODEL")
+def default_model(settings: Settings | None = None) -> str:
+    """Where the default embedder loads its weights from (see the module docstring):
+    ``settings.embedding_model`` (None: the environment's settings), else the packaged
+    all-MiniLM-L6-v2."""
+    configured = current(settings).embedding_model
     if configured:
         return configured
     try:
@@ -218,26 +221,31 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def default_backend() -> str:
-    """The backend of the default embedder: ``PGMEM_EMBEDDING_BACKEND``, else ``"onnx"`` when
-    onnxruntime is installed, else ``"torch"``. Raises ConfigurationError for an unknown name."""
-    configured = os.environ.get("PGMEM_EMBEDDING_BACKEND")
+def default_backend(settings: Settings | None = None) -> str:
+    """The backend of the default embedder: ``settings.embedding_backend`` (None: the
+    environment's settings, ``PGMEM_EMBEDDING_BACKEND``), else ``"onnx"`` when onnxruntime is
+    installed, else ``"torch"``. Raises ConfigurationError for an unknown name."""
+    configured = current(settings).embedding_backend
     if configured:
-        return _checked_backend(configured, "PGMEM_EMBEDDING_BACKEND")
+        return _checked_backend(configured, variable_of("embedding_backend"))
     return "onnx" if importlib.util.find_spec("onnxruntime") is not None else "torch"
 
 
-def make_embedder(embedder: Any = None) -> Any:
+def make_embedder(embedder: Any = None, settings: Settings | None = None) -> Any:
     """The embedder ``Memory(embedder=...)`` asks for: None is the default backend's, a backend
-    name (:data:`BACKENDS`) that backend's all-MiniLM-L6-v2, anything else is used as it is."""
+    name (:data:`BACKENDS`) that backend's model, anything else is used as it is. The backend,
+    model and cache come from ``settings`` (None: the environment's)."""
+    settings = current(settings)
     if embedder is None:
-        embedder = default_backend()
+        embedder = default_backend(settings)
     if not isinstance(embedder, str):
         return embedder
     backend = _checked_backend(embedder, "embedder")
     if backend == "torch":
-        return SentenceTransformerEmbedder()
-    return OnnxEmbedder(quantized=backend == "onnx-int8")
+        return SentenceTransformerEmbedder(default_model(settings))
+    return OnnxEmbedder(
+        default_model(settings), quantized=backend == "onnx-int8", cache=cache_dir(settings)
+    )
 
 
 def _checked_backend(name: str, what: str) -> str:
@@ -246,10 +254,11 @@ def _checked_backend(name: str, what: str) -> str:
     return name
 
 
-def cache_dir() -> Path:
-    """Where pgmem keeps what it derives from models (the ONNX exports): ``PGMEM_CACHE_DIR``,
-    else ``$XDG_CACHE_HOME/pgmem``, else ``~/.cache/pgmem``."""
-    configured = os.environ.get("PGMEM_CACHE_DIR")
+def cache_dir(settings: Settings | None = None) -> Path:
+    """Where pgmem keeps what it derives from models (the ONNX exports): ``settings.cache_dir``
+    (None: the environment's settings, ``PGMEM_CACHE_DIR``), else ``$XDG_CACHE_HOME/pgmem``,
+    else ``~/.cache/pgmem``."""
+    configured = current(settings).cache_dir
     if configured:
         return Path(configured)
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

@@ -50,7 +50,7 @@ from pgmem import validate
 from pgmem.errors import ConfigurationError, InvalidInputError
 from pgmem.items import FoundItem, Items, ItemWrite
 from pgmem.memory import Memory, run
-from pgmem.migrate import DEFAULT_SCHEMA
+from pgmem.settings import Settings, current
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -143,8 +143,8 @@ class PgmemStore(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         threshold: float = 0.0,
-        schema: str = DEFAULT_SCHEMA,
-        tenant: str = "default",
+        schema: str | None = None,
+        tenant: str | None = None,
         **memory_options: Any,
     ) -> None:
         super().__init__()
@@ -167,9 +167,9 @@ class PgmemStore(BaseStore):
                 )
             self.memory, self._owned = db, False
         else:
-            self.memory = Memory(
-                db, embedder=embedder, schema=schema, tenant=tenant, **memory_options
-            )
+            given: Settings | None = memory_options.pop("settings", None)
+            settings = current(given).replace(schema=schema, tenant=tenant)
+            self.memory = Memory(db, settings=settings, embedder=embedder, **memory_options)
             self._owned = True
         self._db = db
         self.ttl_config = ttl

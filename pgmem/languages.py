@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pgmem.errors import ConfigurationError, InvalidInputError, PgmemError
 from pgmem.nlp import Analysis, TextAnalyzer
 from pgmem.nlp_process import make_analyzer
+from pgmem.settings import Settings, current
 
 DEFAULT_TS_CONFIG = "english"
 #: The longest configuration name PostgreSQL can hold (schema-qualified: two identifiers).
@@ -143,7 +143,8 @@ class TextSearch:
 class Languages:
     """The :class:`TextSearch` of each configuration a ``Memory`` uses, made on first use.
 
-    ``default`` is the Memory's configuration (None: ``PGMEM_TS_CONFIG``, else ``english``).
+    ``default`` is the Memory's configuration (None: ``settings.ts_config``, else ``english``;
+    ``settings`` None: the environment's, whose ``PGMEM_TS_CONFIG`` and spaCy settings apply).
     ``analyzers`` (see :data:`Analyzers`) are English's analyzer, or one per configuration;
     a configuration without one given uses, for English, the default spaCy model, for another
     language its installed spaCy model, else PostgreSQL; those analyzers run spaCy in a process
@@ -154,11 +155,12 @@ class Languages:
 
     def __init__(
         self, default: str | None, analyzers: Analyzers, *,
-        apart: Callable[[], bool] | None = None,
+        apart: Callable[[], bool] | None = None, settings: Settings | None = None,
     ) -> None:
+        self._settings = current(settings)
         self.default = check_name(
             default if default is not None
-            else os.environ.get("PGMEM_TS_CONFIG") or DEFAULT_TS_CONFIG,
+            else self._settings.ts_config or DEFAULT_TS_CONFIG,
             "Memory(ts_config=...)", ConfigurationError,
         )
         if analyzers is None:
@@ -229,7 +231,9 @@ class Languages:
         return None if model is None else self._made(model)
 
     def _made(self, model: str | None) -> TextAnalyzer:
-        analyzer = make_analyzer(model, apart=self._apart is not None and self._apart())
+        analyzer = make_analyzer(
+            model, apart=self._apart is not None and self._apart(), settings=self._settings
+        )
         self._own.append(analyzer)
         return analyzer
 

@@ -13,25 +13,23 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import default_database, effects, operations, validate
+from pgmem import default_database, effects, operations
 from pgmem.connection import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_POOL_TIMEOUT,
     Connector,
     Source,
     retryable,
 )
 from pgmem.errors import ConnectionLostError, wrap_db_errors
 from pgmem.languages import Analyzers
-from pgmem.migrate import DEFAULT_SCHEMA
+from pgmem.model_work import ModelWork
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
 from pgmem.scoring import SEARCH_LIMIT
+from pgmem.settings import Options, Settings
 from pgmem.store import execute, send
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing_extensions import Self, Unpack
 
 T = TypeVar("T")
 
@@ -101,7 +99,11 @@ class Memory(operations.Configured):
     READ transaction, ``dedupe`` raises :class:`~pgmem.errors.IsolationError`. Nothing
     connects or loads a model until the first call. The schema must exist (:func:`pgmem.migrate`).
 
-    ``embedder``: any object with ``embed(texts)``; default all-MiniLM-L6-v2.
+    ``settings``: a :class:`pgmem.Settings` (None: ``Settings.from_env()``, the ``PGMEM_*``
+    variables; see docs/configuration.md); the keyword arguments below override its fields of
+    the same names.
+    ``embedder``: any object with ``embed(texts)``, or a backend name (``"torch"``, ``"onnx"``,
+    ``"onnx-int8"``); default all-MiniLM-L6-v2 on the settings' ``embedding_backend``.
     ``nlp``: English's :class:`~pgmem.nlp.TextAnalyzer` or spaCy model name, or a dict of
     them by text search configuration (``{"french": "fr_core_news_md"}``).
     ``reranker``: any object with ``rerank(query, hits, limit)``, used when ``rerank=True``.
@@ -132,29 +134,21 @@ class Memory(operations.Configured):
         self,
         db: Source = None,
         *,
+        settings: Settings | None = None,
         embedder: Any = None,
         nlp: Analyzers = None,
         reranker: Reranker | None = None,
-        schema: str = DEFAULT_SCHEMA,
-        tenant: str = "default",
-        keyword_score: str = "bm25",
-        scoring: str = "default",
-        max_text_length: int = validate.MAX_TEXT_LENGTH,
-        pool_max_size: int = 10,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        ts_config: str | None = None,
-        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
-        limits: validate.Limits | None = None,
+        **options: Unpack[Options],
     ) -> None:
+        settings = Settings.from_env(**options) if settings is None else settings.replace(**options)
+        self.settings = settings
         self._ops = operations.Operations(
-            embedder=embedder, nlp=nlp, reranker=reranker, schema=schema, tenant=tenant,
-            keyword_score=keyword_score, max_text_length=max_text_length, ts_config=ts_config,
-            scoring_name=scoring, limits=limits,
+            settings, ModelWork(settings, embedder=embedder, nlp=nlp, reranker=reranker)
         )
         self._connector = Connector(
-            default_database.source(db, self._ops.schema), max_size=pool_max_size,
-            connect_timeout=connect_timeout, lock_timeout=lock_timeout, pool_timeout=pool_timeout,
+            default_database.source(db, settings), max_size=settings.pool_max_size,
+            connect_timeout=settings.connect_timeout, lock_timeout=settings.lock_timeout,
+            pool_timeout=settings.pool_timeout,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -165,7 +159,7 @@ class Memory(operations.Configured):
         open. It releases, it does not end the object: a later call opens a new pool (and
         starts that spaCy process again), so close it again when done."""
         self._connector.close()
-        self._ops.languages.close()
+        self._ops.models.close()
 
     def __enter__(self) -> Self:
         return self

@@ -10,9 +10,9 @@ lexemes stored for a memory and the lexemes searched for a query are the same st
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +21,7 @@ from typing import Any
 
 from pgmem.errors import ConfigurationError
 from pgmem.lazy import Lazy
+from pgmem.settings import Settings, current
 from pgmem.spacy_ops import one_blas_thread, use_numpy_matmul
 
 logger = logging.getLogger(__name__)
@@ -99,13 +100,23 @@ def normalize_entity_name(text: str) -> str:
 class TextAnalyzer:
     """Lemmatizes texts and extracts their entities with a spaCy pipeline, loaded on first use.
 
-    ``model`` is a spaCy package name; None uses ``PGMEM_SPACY_MODEL`` or the first installed of
-    :data:`DEFAULT_MODELS`, and falls back to a blank pipeline with lookup lemmas (also chosen by
-    the name ``"blank"``). A loaded ``spacy.Language`` may be passed as ``nlp`` instead.
+    ``model`` is a spaCy package name; None uses ``settings.spacy_model`` (``settings`` None:
+    the environment's, ``PGMEM_SPACY_MODEL``) or the first installed of :data:`DEFAULT_MODELS`,
+    and falls back to a blank pipeline with lookup lemmas (also chosen by the name
+    ``"blank"``). A loaded ``spacy.Language`` may be passed as ``nlp`` instead. Unless
+    ``settings.spacy_ops`` is off, the networks of a model loaded here multiply on NumPy's
+    BLAS, held to one thread while analyses run (:mod:`pgmem.spacy_ops`).
     """
 
-    def __init__(self, model: str | None = None, *, nlp: Any = None) -> None:
-        self._model = model or os.environ.get("PGMEM_SPACY_MODEL") or None
+    def __init__(
+        self, model: str | None = None, *, nlp: Any = None, settings: Settings | None = None
+    ) -> None:
+        settings = current(settings)
+        self._model = model or settings.spacy_model or None
+        self._spacy_ops = settings.spacy_ops
+        self._blas: Callable[[], contextlib.AbstractContextManager[None]] = (
+            one_blas_thread if settings.spacy_ops else contextlib.nullcontext
+        )
         self._nlp: Lazy[Any] = Lazy(self._load, nlp)
         # What every analysis reads from the pipeline, read once per pipeline (a query's
         # analysis is a few milliseconds: rebuilding these on each call was a tenth of it).
@@ -142,14 +153,14 @@ class TextAnalyzer:
         """Lemmas and entities of one text (a query): the pipeline called on it directly,
         without :meth:`analyze_many`'s batching, which costs more than it saves for one text."""
         nlp, with_entities, stop_words = self._pipeline_facts()
-        with one_blas_thread():
+        with self._blas():
             doc = nlp(text)
         return _analysis(doc, with_entities, stop_words)
 
     def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
         """Lemmas and entities of each text, in order."""
         nlp, with_entities, stop_words = self._pipeline_facts()
-        with one_blas_thread():
+        with self._blas():
             return [
                 _analysis(doc, with_entities, stop_words)
                 for doc in nlp.pipe(texts, batch_size=batch_size)
@@ -190,7 +201,8 @@ class TextAnalyzer:
                 nlp = spacy.load(name, exclude=["senter"])
             except OSError:
                 continue
-            use_numpy_matmul(nlp)
+            if self._spacy_ops:
+                use_numpy_matmul(nlp)
             return nlp
         if self._model:
             raise ConfigurationError(f"spaCy model {self._model!r} is not installed")

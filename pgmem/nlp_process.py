@@ -35,37 +35,34 @@ from typing import Any
 from pgmem.answers import answer, value_of
 from pgmem.errors import ConfigurationError
 from pgmem.nlp import BLANK, Analysis, TextAnalyzer
+from pgmem.settings import Settings, current, variable_of
 
 logger = logging.getLogger("pgmem.nlp")
 
 MODULE = "pgmem.nlp_process"
 #: ``PGMEM_NLP_PROCESS=1`` / ``0``: the analyzers pgmem makes run spaCy in a process of their
 #: own / in the calling process, whatever the embedder (see :func:`make_analyzer`).
-PROCESS_VARIABLE = "PGMEM_NLP_PROCESS"
-_YES = ("1", "true", "yes", "on")
-_NO = ("0", "false", "no", "off")
+PROCESS_VARIABLE = variable_of("nlp_process")
 
 
-def make_analyzer(model: str | None = None, *, apart: bool = True) -> TextAnalyzer:
-    """The analyzer pgmem makes for a spaCy model name (None: the default model): a
-    :class:`ProcessAnalyzer` where ``apart`` (pgmem asks for one when its embedder runs beside
-    the analysis: :func:`~pgmem.embedding.embeds_beside_analysis`), else a
-    :class:`~pgmem.nlp.TextAnalyzer`. ``PGMEM_NLP_PROCESS=1`` or ``0`` decides instead. The
-    blank fallback (lookup tables) always runs here: it has nothing to gain."""
-    chosen = model or os.environ.get("PGMEM_SPACY_MODEL") or None
-    setting = os.environ.get(PROCESS_VARIABLE, "").strip().lower()
-    if setting:
-        if setting not in _YES + _NO:
-            raise ConfigurationError(
-                f"{PROCESS_VARIABLE} must be 1 (spaCy in a process of its own) or 0 (in this "
-                f"one), got {os.environ[PROCESS_VARIABLE]!r}"
-            )
-        apart = setting in _YES
+def make_analyzer(
+    model: str | None = None, *, apart: bool = True, settings: Settings | None = None
+) -> TextAnalyzer:
+    """The analyzer pgmem makes for a spaCy model name (None: ``settings.spacy_model``, else
+    the default model): a :class:`ProcessAnalyzer` where ``apart`` (pgmem asks for one when its
+    embedder runs beside the analysis: :func:`~pgmem.embedding.embeds_beside_analysis`), else a
+    :class:`~pgmem.nlp.TextAnalyzer`. ``settings.nlp_process`` (``PGMEM_NLP_PROCESS=1`` or
+    ``0``) decides instead. The blank fallback (lookup tables) always runs here: it has
+    nothing to gain. ``settings`` None: the environment's."""
+    settings = current(settings)
+    chosen = model or settings.spacy_model or None
+    if settings.nlp_process is not None:
+        apart = settings.nlp_process
     elif not can_start_children():
         apart = False
     if chosen == BLANK or not apart:
-        return TextAnalyzer(model)
-    return ProcessAnalyzer(model)
+        return TextAnalyzer(model, settings=settings)
+    return ProcessAnalyzer(model, settings=settings)
 
 
 def can_start_children() -> bool:
@@ -83,8 +80,8 @@ class ProcessAnalyzer(TextAnalyzer):
     :attr:`nlp` loads the pipeline here too (only for callers that want the
     ``spacy.Language``)."""
 
-    def __init__(self, model: str | None = None) -> None:
-        super().__init__(model)
+    def __init__(self, model: str | None = None, *, settings: Settings | None = None) -> None:
+        super().__init__(model, settings=settings)
         self._lock = threading.Lock()
         self._child: _Child | None = None
 
@@ -131,7 +128,7 @@ class ProcessAnalyzer(TextAnalyzer):
             self._child.abandon()
             self._child = None
         if self._child is None or not self._child.alive():
-            self._child = _Child.start(self._model)
+            self._child = _Child.start(self._model, spacy_ops=self._spacy_ops)
         return self._child
 
     def _request(self, op: str, *arguments: Any) -> Callable[[], Any]:
@@ -192,12 +189,12 @@ class _Child:
         self._finalizer = weakref.finalize(self, _stop, process, conn)
 
     @classmethod
-    def start(cls, model: str | None) -> _Child:
+    def start(cls, model: str | None, *, spacy_ops: bool = True) -> _Child:
         parent, child = Pipe()
         try:
             process = subprocess.Popen(
                 [sys.executable, "-c", f"import {MODULE} as m; m.main(m.sys.argv[1:])",
-                 str(child.fileno()), model or ""],
+                 str(child.fileno()), model or "", "1" if spacy_ops else "0"],
                 # stdout is the application's (an MCP server speaks on it), not the child's
                 pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             )
@@ -318,19 +315,20 @@ class _Collected(logging.Handler):
         self.records.append((record.levelno, record.getMessage()))
 
 
-def _loaded(model: str | None) -> TextAnalyzer:
-    analyzer = TextAnalyzer(model)
+def _loaded(model: str | None, spacy_ops: bool) -> TextAnalyzer:
+    # The parent's settings, as it passed them: not the environment's.
+    analyzer = TextAnalyzer(model, settings=Settings(spacy_ops=spacy_ops))
     analyzer.analyze("pgmem loads its model.")
     return analyzer
 
 
-def _serve(conn: Connection, model: str | None) -> None:
+def _serve(conn: Connection, model: str | None, spacy_ops: bool = True) -> None:
     collected = _Collected()
     pgmem_logger = logging.getLogger("pgmem")
     pgmem_logger.addHandler(collected)
     pgmem_logger.propagate = False
     try:
-        ok, loaded = answer(functools.partial(_loaded, model), _failed)
+        ok, loaded = answer(functools.partial(_loaded, model, spacy_ops), _failed)
     finally:
         pgmem_logger.removeHandler(collected)
         pgmem_logger.propagate = True
@@ -351,10 +349,12 @@ def _serve(conn: Connection, model: str | None) -> None:
 
 def main(argv: list[str]) -> None:
     """The child: serve analyses on file descriptor ``argv[0]`` with the spaCy model
-    ``argv[1]`` (empty: the default). Ctrl-C in a terminal reaches the whole process group: the
+    ``argv[1]`` (empty: the default), spaCy's networks on NumPy's BLAS unless ``argv[2]`` is
+    ``0`` (:mod:`pgmem.spacy_ops`). Ctrl-C in a terminal reaches the whole process group: the
     parent decides, and the child ends when its end of the pair closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd, model = int(argv[0]), argv[1] or None
+    spacy_ops = len(argv) < 3 or argv[2] != "0"
     with Connection(fd) as conn:
-        _serve(conn, model)
+        _serve(conn, model, spacy_ops)
 

@@ -11,21 +11,26 @@ in :mod:`pgmem.builders`.
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import functools
-import logging
-import os
-import threading
 import time
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
-
 from pgmem import scoring, validate
+from pgmem.builders import (
+    LEGS,
+    SearchRequest,
+    Vectors,
+    add_results,
+    decode_cursor,
+    duplicate_params,
+    fuse_rows,
+    insert_params,
+    list_params,
+    signals_of_mode,
+    update_params,
+)
 from pgmem.effects import (
     Operation,
     Steps,
@@ -34,19 +39,9 @@ from pgmem.effects import (
     result_of,
     transaction,
 )
-from pgmem.embedding import (
-    VectorCache,
-    cached_embeddings,
-    checked_embeddings,
-    embeds_beside_analysis,
-    make_embedder,
-    usable_cores,
-)
 from pgmem.embedding_space import (
     RECHECK_SECONDS,
     EmbeddingSpace,
-    embedder_dimension,
-    embedder_name,
     matches,
     mismatch,
 )
@@ -56,8 +51,9 @@ from pgmem.errors import (
     InvalidInputError,
 )
 from pgmem.filters import compile_filters
-from pgmem.languages import Analyzers, Languages, TextSearch, check_name
+from pgmem.languages import TextSearch, check_name
 from pgmem.migrate import check_schema_name
+from pgmem.model_work import ModelWork
 from pgmem.nlp import Analysis, TextAnalyzer
 from pgmem.rerank import Reranker
 from pgmem.results import (
@@ -68,6 +64,7 @@ from pgmem.results import (
     SearchHit,
 )
 from pgmem.scope_sizes import LargeScopes
+from pgmem.settings import Settings
 from pgmem.steps import (
     VectorsOf,
     delete_all_steps,
@@ -85,62 +82,7 @@ from pgmem.steps import (
 from pgmem.store import Row, Store
 from pgmem.validate import NewMemory, ScopeId
 
-logger = logging.getLogger(__name__)
-
-from pgmem.builders import (
-    LEGS,
-    BatchEntities,
-    SearchRequest,
-    Vectors,
-    add_results,
-    batch_entities,
-    decode_cursor,
-    duplicate_params,
-    fuse_rows,
-    insert_params,
-    list_params,
-    query_entities,
-    signals_of_mode,
-    update_params,
-)
-
 T = TypeVar("T")
-
-#: How many calls of one ``Memory`` may run model work (NLP, embedding, reranking) at once;
-#: the others wait their turn. See :func:`model_concurrency`.
-MODEL_CONCURRENCY_ENV = "PGMEM_MODEL_CONCURRENCY"
-
-
-def model_concurrency() -> int | None:
-    """How many calls may run model work at once: ``PGMEM_MODEL_CONCURRENCY`` (a positive
-    integer, or ``none`` for no limit); unset, the number of cores this process may use.
-
-    Model work is CPU-bound: one call's embedding already keeps a core busy and spaCy holds the
-    GIL for much of its work, so calls computing side by side beyond the cores only contend
-    (thread switches, GIL hand-offs, an OpenMP team per calling thread). Measured on an idle
-    2-core machine (``python -m benchmarks.concurrency``, 10,000 memories, 80% searches, calls
-    per second at 4 / 16 threads): no limit 39.0 / 26.5, a limit of 2 41.1 / 41.2, of 4
-    37.6 / 36.3. On a machine shared with other busy processes no limit can win instead (more
-    runnable threads get more of the cores): measure, and set ``none`` if so.
-
-    Raises:
-        ConfigurationError: the variable is neither a positive integer nor ``none``.
-    """
-    raw = os.environ.get(MODEL_CONCURRENCY_ENV, "").strip()
-    if not raw:
-        return usable_cores()
-    if raw.lower() == "none":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigurationError(
-            f"{MODEL_CONCURRENCY_ENV} must be a positive integer or 'none', got {raw!r}"
-        )
-    return value
-
 
 
 def _scope_key(request: SearchRequest) -> Hashable:
@@ -149,52 +91,15 @@ def _scope_key(request: SearchRequest) -> Hashable:
     return request.scope, repr(request.condition), repr(sorted(request.filter_params.items()))
 
 
-def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], Analysis]]:
-    """``later`` for :meth:`Operations._embedded_beside` of one text's analysis."""
-
-    def later() -> Callable[[], Analysis]:
-        wait = text_search.analyze_many_later([text])
-        return lambda: wait()[0]
-
-    return later
-
-
-def rerank_hits(
-    reranker: Reranker, query: str, hits: list[SearchHit], limit: int
-) -> list[SearchHit]:
-    """The reranker's order of ``hits``, cut to ``limit``; when it fails, the fused order, each
-    hit's ``explain.notes`` saying so."""
-    try:
-        return list(reranker.rerank(query, hits, limit))[:limit]
-    except Exception as exc:
-        logger.warning("the reranker failed; returning the fused order", exc_info=True)
-        note = f"the reranker failed ({type(exc).__name__}: {exc}): the fused order"
-        return [
-            replace(hit, explain=replace(hit.explain, notes=(*hit.explain.notes, note)))
-            for hit in hits[:limit]
-        ]
-
-
 class Operations:
     """Every call of :class:`pgmem.Memory` and :class:`pgmem.AsyncMemory`, written once: each
     method is an :data:`Operation` generator (see the module docstring) taking the call's
-    arguments, all of them, by keyword. Holds, and checks on creation, the configuration the
-    facades share; nothing connects or loads a model here."""
+    arguments, all of them, by keyword. Checks on creation the configuration the facades share
+    (``settings``); the model work runs in ``models``. Nothing connects or loads a model
+    here."""
 
-    def __init__(
-        self,
-        *,
-        embedder: Any,
-        nlp: Analyzers,
-        reranker: Reranker | None,
-        schema: str,
-        tenant: str,
-        keyword_score: str,
-        max_text_length: int,
-        ts_config: str | None = None,
-        scoring_name: str = scoring.DEFAULT.name,
-        limits: validate.Limits | None = None,
-    ) -> None:
+    def __init__(self, settings: Settings, models: ModelWork) -> None:
+        keyword_score, scoring_name = settings.keyword_score, settings.scoring
         if keyword_score not in scoring.KEYWORD_SCORES:
             raise ConfigurationError(
                 f"keyword_score must be one of {scoring.KEYWORD_SCORES}, got {keyword_score!r}"
@@ -204,42 +109,17 @@ class Operations:
                 f"scoring must be one of {tuple(scoring.SCORINGS)}, got {scoring_name!r}"
             )
         self.scoring = scoring.SCORINGS[scoring_name]
-        self.schema = check_schema_name(schema)
-        validate.scope(tenant, "-", None, None)  # checks the tenant
-        self.tenant = tenant
+        self.schema = check_schema_name(settings.schema)
+        validate.scope(settings.tenant, "-", None, None)  # checks the tenant
+        self.tenant = settings.tenant
         self.keyword_score = keyword_score
-        self.limits = validate.limits(limits, max_text_length)
+        self.limits = validate.limits(settings.limits, settings.max_text_length)
         self.max_text_length = self.limits.max_text_length
-        self.embedder = make_embedder(embedder)
-        self._entity_vectors = VectorCache()
-        # Embeds a query while spaCy analyses it (see _query_vectors).
-        self._overlap = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="pgmem-embed")
-        # spaCy runs in a process of its own where the embedder runs beside it (the two would
-        # take turns for the GIL; pgmem.nlp_process), unless the caller gave an analyzer -- then
-        # the embedder is not asked (torch's answer imports torch: 1.5 s a CLI command).
-        self.languages = Languages(
-            ts_config, nlp, apart=functools.partial(embeds_beside_analysis, self.embedder)
-        )
-        # The analyzer of the Memory's configuration; English's where PostgreSQL makes that
-        # configuration's lexemes.
-        self.analyzer = self.languages.get().analyzer or self.languages.english
-        self.reranker = reranker
+        self.models = models
         self.store = Store(self.schema)
         self._space: EmbeddingSpace | None = None
         self._space_read = 0.0
-        self._embedder_name: str | None = None
         self._large_scopes = LargeScopes()
-        turns = model_concurrency()
-        self._model_turns = None if turns is None else threading.BoundedSemaphore(turns)
-
-    @contextlib.contextmanager
-    def _model_turn(self) -> Iterator[None]:
-        """Wait for a turn to run model work (see :func:`model_concurrency`)."""
-        if self._model_turns is None:
-            yield
-            return
-        with self._model_turns:
-            yield
 
     # -- writes
 
@@ -323,7 +203,7 @@ class Operations:
             space = yield from self._checked_space()
             vectors_of = (space, self.embedder_name)
             analysis, vectors = yield from compute(
-                functools.partial(self._analyze, new_text, space.dim, text_search)
+                functools.partial(self.models.analyze, new_text, space.dim, text_search)
             )
             params = update_params(
                 self.tenant, checked_id, text=new_text, analysis=analysis, vectors=vectors,
@@ -442,7 +322,7 @@ class Operations:
     ) -> Operation[list[SearchHit]]:
         """The hits of a checked search (:meth:`search` after its checks; store items'
         searches, :mod:`pgmem.items`, with a namespace scope)."""
-        reranker = self.reranker
+        reranker = self.models.reranker
         if rerank and reranker is None:
             raise ConfigurationError("rerank=True needs a reranker: Memory(..., reranker=...)")
         text_search = yield from self._text_search(ts_config)
@@ -467,7 +347,9 @@ class Operations:
         hits = fuse_rows(plan, rows, threshold=request.threshold, limit=fetch)
         if reranker is not None and rerank:
             hits = yield from compute(
-                functools.partial(self._rerank, reranker, request.query, hits, request.limit)
+                functools.partial(
+                    self.models.rerank, reranker, request.query, hits, request.limit
+                )
             )
         return hits
 
@@ -582,121 +464,32 @@ class Operations:
     def _batch_params(
         self, items: Sequence[NewMemory], dim: int, dedupe: bool, text_search: TextSearch
     ) -> Row:
-        """Lemmatize a batch together and embed it in one call: the texts (but for items that
-        bring their embedding), and the entity names not embedded before (a cache keeps the
-        names' vectors). One memory's text embeds during its analysis instead, where the
-        embedder gains from that (:func:`~pgmem.embedding.embeds_beside_analysis`)."""
+        """A batch's insert: its analyses and vectors (:meth:`ModelWork.analyze_batch`; the
+        items that bring their embedding are not embedded again)."""
         for item in items:
             if item.embedding is not None and item.embedding.shape[0] != dim:
                 raise DimensionMismatchError(
                     f"an item brings a {item.embedding.shape[0]}-dimensional embedding but the "
                     f"schema stores {dim}-dimensional ones"
                 )
-        texts = [item.text for item in items]
-
-        def later() -> Callable[[], tuple[list[Analysis], BatchEntities]]:
-            wait = text_search.analyze_many_later(texts)
-
-            def analyzed() -> tuple[list[Analysis], BatchEntities]:
-                analyses = wait()
-                return analyses, batch_entities(analyses)
-
-            return analyzed
-
-        to_embed = [item.text for item in items if item.embedding is None]
-        with self._model_turn():
-            if embeds_beside_analysis(self.embedder) and (
-                text_search.runs_apart or len(to_embed) == 1 == len(items)
-            ):
-                # The texts embed while spaCy analyses them: any batch where spaCy runs in a
-                # process of its own, else one memory (an add, which its caller waits on).
-                (analyses, entities), vectors = self._embedded_beside(
-                    to_embed, dim, later, lambda found: found[1].surfaces,
-                    apart=text_search.runs_apart,
-                )
-            else:
-                analyses, entities = later()()
-                vectors = cached_embeddings(
-                    self.embedder, to_embed, entities.surfaces, dim, self._entity_vectors
-                )
+        analyses, entities, vectors = self.models.analyze_batch(
+            [item.text for item in items], [item.text for item in items if item.embedding is None],
+            dim, text_search,
+        )
         return insert_params(
             self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
             text_search=text_search,
         )
 
-    def _embedded_beside(
-        self,
-        texts: Sequence[str],
-        dim: int,
-        later: Callable[[], Callable[[], T]],
-        names: Callable[[T], Sequence[str]],
-        *,
-        apart: bool,
-    ) -> tuple[T, Vectors]:
-        """An analysis, and the vectors of ``texts`` then of the entity ``names(analysis)``
-        (those the cache holds are not embedded again). ``later()`` starts the analysis and
-        returns what waits for it (:meth:`TextSearch.analyze_many_later`). The texts embed
-        while it runs: in this thread while another process analyses (``apart``: neither
-        waits for the other's GIL; with :func:`~pgmem.embedding.embed_apart`); else in another
-        thread -- the model releases the GIL for most of its work, so on two cores the two
-        overlap -- unless the embedder says that would starve the analysis
-        (:func:`~pgmem.embedding.embeds_beside_analysis`: torch with a thread per core); then
-        they embed first."""
-        beside = embeds_beside_analysis(self.embedder)
-        if apart and beside:
-            wait = later()
-            try:
-                text_vectors = checked_embeddings(self.embedder, texts, dim, apart=True)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    wait()  # collected, so that the analyzer is free again
-                raise
-            analysis = wait()
-        elif beside:
-            embedded = self._overlap.submit(checked_embeddings, self.embedder, texts, dim)
-            analysis = later()()
-            text_vectors = embedded.result()
-        else:
-            text_vectors = checked_embeddings(self.embedder, texts, dim)
-            analysis = later()()
-        name_vectors = cached_embeddings(
-            self.embedder, [], names(analysis), dim, self._entity_vectors
-        )
-        return analysis, np.concatenate([text_vectors, name_vectors])
-
-    def _analyze(self, text: str, dim: int, text_search: TextSearch) -> tuple[Analysis, Vectors]:
-        """A memory's new text's analysis, and the vectors of the text and of every entity it
-        names."""
-        with self._model_turn():
-            return self._embedded_beside(
-                [text], dim, _one_later(text_search, text),
-                lambda analysis: [entity.surface for entity in analysis.entities],
-                apart=text_search.runs_apart,
-            )
-
-    def _rerank(
-        self, reranker: Reranker, query: str, hits: list[SearchHit], limit: int
-    ) -> list[SearchHit]:
-        with self._model_turn():
-            return rerank_hits(reranker, query, hits, limit)
-
     def _analyze_query(
         self, query: str, text_search: TextSearch
     ) -> Operation[tuple[Analysis, Vectors]]:
         dim = yield from self._dimension()
-        return (yield from compute(functools.partial(self._query_vectors, query, dim, text_search)))
-
-    def _query_vectors(
-        self, query: str, dim: int, text_search: TextSearch
-    ) -> tuple[Analysis, Vectors]:
-        """A query's analysis, and the vectors of the query and of the entities the entity leg
-        uses (see :meth:`_embedded_beside`)."""
-        with self._model_turn():
-            return self._embedded_beside(
-                [query], dim, _one_later(text_search, query),
-                lambda analysis: [entity.surface for entity in query_entities(analysis)],
-                apart=text_search.runs_apart,
+        return (
+            yield from compute(
+                functools.partial(self.models.query_vectors, query, dim, text_search)
             )
+        )
 
     def _text_search(self, ts_config: object) -> Operation[TextSearch]:
         """How a call's lexemes are made: in ``ts_config`` (None: the Memory's configuration),
@@ -706,11 +499,12 @@ class Operations:
             InvalidInputError: a call's ``ts_config`` the database does not have.
             ConfigurationError: the same for the Memory's configuration.
         """
-        name = self.languages.default if ts_config is None else check_name(ts_config)
-        if not self.languages.known(name):
+        languages = self.models.languages
+        name = languages.default if ts_config is None else check_name(ts_config)
+        if not languages.known(name):
             available = yield from transaction(lambda _: result_of(self.store.text_search_configs()))
-            self.languages.remember(available)
-        return self.languages.get(self.languages.check(name))
+            languages.remember(available)
+        return languages.get(languages.check(name))
 
     def _dimension(self) -> Operation[int]:
         """The schema's embedding dimension (see :meth:`_checked_space`)."""
@@ -719,11 +513,8 @@ class Operations:
 
     @property
     def embedder_name(self) -> str:
-        """The name the embedder's vectors are recorded under (see
-        :func:`pgmem.embedding_space.embedder_name`)."""
-        if self._embedder_name is None:
-            self._embedder_name = embedder_name(self.embedder)
-        return self._embedder_name
+        """The name the embedder's vectors are recorded under."""
+        return self.models.embedder_name
 
     def _checked_space(self) -> Operation[EmbeddingSpace]:
         """The model, dimension and storage of the schema's vectors, read on the first call and
@@ -737,7 +528,7 @@ class Operations:
         if self._space is None or time.monotonic() - self._space_read > RECHECK_SECONDS:
             space = yield from transaction(lambda _: space_steps(self.store))
             if not matches(space, self.embedder_name):
-                dim = yield from compute(functools.partial(embedder_dimension, self.embedder))
+                dim = yield from compute(self.models.embedder_dimension)
                 raise mismatch(self.schema, space, self.embedder_name, dim)
             self._space, self._space_read = space, time.monotonic()
         return self._space
@@ -798,7 +589,7 @@ class Configured:
     @property
     def ts_config(self) -> str:
         """The text search configuration of the calls that name none (:mod:`pgmem.languages`)."""
-        return self._ops.languages.default
+        return self._ops.models.languages.default
 
     @property
     def keyword_score(self) -> str:
@@ -823,14 +614,14 @@ class Configured:
     @property
     def embedder(self) -> Any:
         """The embedder."""
-        return self._ops.embedder
+        return self._ops.models.embedder
 
     @property
     def analyzer(self) -> TextAnalyzer:
         """The text analyzer (lemmas and entities)."""
-        return self._ops.analyzer
+        return self._ops.models.analyzer
 
     @property
     def reranker(self) -> Reranker | None:
         """The reranker used when ``rerank=True``, if any."""
-        return self._ops.reranker
+        return self._ops.models.reranker

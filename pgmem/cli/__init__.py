@@ -19,17 +19,18 @@ delete, update, history), :mod:`~pgmem.cli.importing`, :mod:`~pgmem.cli.stats`,
 
 from __future__ import annotations
 
+from typing import Any
+
 from pgmem.cli.app import build_parser, main
-from pgmem.cli.session import Session, load_models
+from pgmem.cli.session import Session
 from pgmem.default_database import LIBPQ_TARGETS, configured_dsn
-from pgmem.embedding import SentenceTransformerEmbedder
-from pgmem.nlp import TextAnalyzer
 
 
-def _models() -> tuple[SentenceTransformerEmbedder, TextAnalyzer]:
-    """The process's embedder and spaCy pipeline (:meth:`Session.models` asks here, so that a
-    test can hand the commands models it already loaded)."""
-    return load_models()
+def _models() -> tuple[Any, Any] | None:
+    """The embedder and spaCy pipeline the commands' Memory is given (:meth:`Session.models`
+    asks here, so that a test can hand the commands models it already loaded); None: the
+    Memory makes them from the command's settings, as ``Memory()`` does."""
+    return None
 
 
 __all__ = ["LIBPQ_TARGETS", "Session", "build_parser", "configured_dsn", "main"]

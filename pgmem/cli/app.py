@@ -91,8 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    session = Session(args)
     try:
+        session = Session(args)  # the settings: a bad PGMEM_* variable is an error here
         try:
             status: int = args.handler(args, session)
         finally:

@@ -56,14 +56,14 @@ from pgmem.server_state import (
     socket_path,
     state_file,
 )
+from pgmem.settings import Settings, variable_of
 
 KEY_FILE = "server.key"
 LOG_FILE = "server.log"
 LOCK_FILE = "server.lock"
 ERROR_PREFIX = "pgmem server: error: "
 #: Seconds with no command connected after which the server stops itself (0: never).
-IDLE_ENV = "PGMEM_SERVER_IDLE_TIMEOUT"
-DEFAULT_IDLE_TIMEOUT = 900.0
+IDLE_ENV = variable_of("server_idle_timeout")
 # Starting loads the models; on a busy machine that takes a while.
 START_TIMEOUT = 300.0
 #: Seconds a client has to pass the handshake, each read or write of it.
@@ -123,11 +123,14 @@ class ServerClient:
 
 
 class RemoteEmbedder:
-    """The background server's embedder: ``embed`` sends the texts over its socket."""
+    """The background server's embedder: ``embed`` sends the texts over its socket. Its
+    ``name`` is the one the server's embedder records its vectors under."""
 
     def __init__(self, client: ServerClient) -> None:
         self._client = client
-        self.model_name: str = client.info()["embedder"]
+        info = client.info()
+        self.name: str = info["embedder"]
+        self.model_name: str = info.get("embedder_model", self.name)
 
     def embed(self, texts: Sequence[str]) -> Any:
         """The server's embeddings of ``texts`` (a float32 array)."""
@@ -163,24 +166,6 @@ def remote_analyzer(client: ServerClient) -> Any:
 
 
 # -- the background process ------------------------------------------------------------------
-
-
-def idle_timeout() -> float:
-    """``PGMEM_SERVER_IDLE_TIMEOUT`` (seconds, 0: never), else 15 minutes.
-
-    Raises:
-        ConfigurationError: the variable is not a number of seconds.
-    """
-    raw = os.environ.get(IDLE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_IDLE_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ConfigurationError(f"{IDLE_ENV} must be a number of seconds (0: never), got {raw!r}")
-    return value
 
 
 def start(home: Path, schema: str, idle: float) -> ServerState:
@@ -311,14 +296,21 @@ def _failed(op: str, exc: Exception) -> str:
 
 
 class _Background:
-    def __init__(self, home: Path, schema: str, idle: float) -> None:
-        from pgmem.cli.session import load_models
+    def __init__(self, home: Path, schema: str, idle: float, settings: Settings) -> None:
         from pgmem.embedded_server import EmbeddedServer
+        from pgmem.model_work import ModelWork
 
         self.home = home
         self.schema = schema
+        self.settings = settings
         self.server = EmbeddedServer(home, schema=schema, quiet=True)
-        self.embedder, self.analyzer = load_models()
+        # The models as Memory() makes them from these settings (the commands' Memory records
+        # its vectors under this embedder's name) -- spaCy in this process unless the settings
+        # say otherwise: the server answers one request at a time, and ping reads the pipeline.
+        if settings.nlp_process is None:
+            settings = settings.replace(nlp_process=False)
+        self.models = ModelWork(settings)
+        self.embedder, self.analyzer = self.models.embedder, self.models.analyzer
         self.models_lock = threading.Lock()
         self.server_lock = threading.Lock()
         self.idle = idle
@@ -355,6 +347,7 @@ class _Background:
             listener.run()
         finally:
             remove_state(self.home, state)
+            self.models.close()
             self.server.stop()
 
     def _stop_when_idle(self, listener: SocketServer) -> None:
@@ -402,9 +395,10 @@ class _Background:
             self._ensure_postgres()
             nlp = self.analyzer.nlp
             return {
-                "embedder": self.embedder.model_name,
+                "embedder": self.models.embedder_name,
+                "embedder_model": getattr(self.embedder, "model_name", self.models.embedder_name),
                 "spacy_model": self.analyzer.model_name,
-                "spacy_config": os.environ.get("PGMEM_SPACY_MODEL") or None,
+                "spacy_config": self.settings.spacy_model,
                 "pipe_names": list(nlp.pipe_names),
                 "entities_available": self.analyzer.entities_available,
             }
@@ -429,7 +423,7 @@ class _Background:
 
 def main(argv: Sequence[str]) -> int:
     """Run the background server of ``argv[0]`` (HOME) for schema ``argv[1]``, stopping after
-    ``argv[2]`` idle seconds (0: never; default :func:`idle_timeout`)."""
+    ``argv[2]`` idle seconds (0: never; default: the settings' ``server_idle_timeout``)."""
     # Its log (server.log): what this process says, and the warnings of the libraries.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logger.setLevel(logging.INFO)
@@ -437,8 +431,9 @@ def main(argv: Sequence[str]) -> int:
     home, schema = Path(argv[0]), argv[1]
     logger.info("pgmem server starting: data in %s, schema %s", home, schema)
     try:
-        idle = float(argv[2]) if len(argv) > 2 else idle_timeout()
-        _Background(home, schema, idle).run()
+        settings = Settings.from_env(schema=schema)
+        idle = float(argv[2]) if len(argv) > 2 else settings.server_idle_timeout
+        _Background(home, schema, idle, settings).run()
     except PgmemError as exc:
         print(f"{ERROR_PREFIX}{exc}", file=sys.stderr)
         return 2

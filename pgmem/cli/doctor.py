@@ -4,7 +4,6 @@ models; each problem comes with what to do about it."""
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -91,7 +90,7 @@ def _server_mode(doctor: Doctor, session: Session) -> None:
     if server is not None:
         doctor.report("ok", f"pgmem server running (pid {server.state.pid}): commands use its "
                       "PostgreSQL and its loaded models")
-    elif autostart_off(session.args):
+    elif autostart_off(session.args, session.settings):
         doctor.report("note", "no pgmem server running: each command starts and stops its own "
                       "PostgreSQL and loads the models", "`pgmem server start` keeps both "
                       "running between commands")
@@ -197,7 +196,7 @@ def _spacy(doctor: Doctor, session: Session) -> None:
             "PGMEM_SPACY_MODEL")
     if "ner" in pipe_names:
         doctor.report("ok", f"spaCy model {analyzer.model_name} with entity recognition")
-    elif os.environ.get("PGMEM_SPACY_MODEL") == BLANK:
+    elif session.settings.spacy_model == BLANK:
         doctor.report("note", "spaCy: lemmas only (PGMEM_SPACY_MODEL=blank): no entity signal")
     else:
         doctor.report("FAIL", "no spaCy model with entity recognition: the entity signal is "

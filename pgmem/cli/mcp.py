@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -13,12 +12,13 @@ from typing import TYPE_CHECKING
 from pgmem.cli.options import Commands, scope, scope_options
 from pgmem.cli.session import Session
 from pgmem.errors import ConfigurationError
+from pgmem.settings import variable_of
 
 if TYPE_CHECKING:
     from pgmem.mcp_server import Credential
 
 #: The environment variable holding the HTTP bearer token (``--token`` wins).
-TOKEN_ENV = "PGMEM_MCP_TOKEN"
+TOKEN_ENV = variable_of("mcp_token")
 
 
 def register(commands: Commands) -> None:
@@ -54,20 +54,21 @@ def cmd_mcp(args: argparse.Namespace, session: Session) -> int:
         ) from exc
     from pgmem.aio import AsyncMemory
 
-    credentials = _credentials(args, mcp_server) if args.http else None
+    credentials = _credentials(args, session, mcp_server) if args.http else None
     embedder, analyzer = session.models()
-    memory = AsyncMemory(session.dsn(), embedder=embedder, nlp=analyzer,
-                         schema=session.schema, tenant=session.tenant)
+    memory = AsyncMemory(session.dsn(), settings=session.settings, embedder=embedder, nlp=analyzer)
     mcp_server.serve(memory, transport="streamable-http" if args.http else "stdio",
                      host=args.host, port=args.port, credentials=credentials,
                      allowed_hosts=args.allowed_host, **scope(args, required=False))
     return 0
 
 
-def _credentials(args: argparse.Namespace, mcp_server: ModuleType) -> list[Credential]:
+def _credentials(
+    args: argparse.Namespace, session: Session, mcp_server: ModuleType
+) -> list[Credential]:
     """The bearer tokens of ``--tokens``, ``--token``, ``$PGMEM_MCP_TOKEN``, or the one kept in
     pgmem's home (made on first start); where they come from goes to stderr, never a token."""
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    token = args.token or session.settings.mcp_token
     if args.tokens:
         if token:
             raise ConfigurationError("give --tokens or --token (or $PGMEM_MCP_TOKEN), not both")
@@ -79,7 +80,7 @@ def _credentials(args: argparse.Namespace, mcp_server: ModuleType) -> list[Crede
     else:
         from pgmem.embedded_server import data_home
 
-        token, path = mcp_server.stored_token(data_home())
+        token, path = mcp_server.stored_token(data_home(session.settings))
         credentials = [mcp_server.Credential(token)]
         source = f"the one in {path}"
     print(f"pgmem mcp: clients send 'Authorization: Bearer <token>' with {source}",

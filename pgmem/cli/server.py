@@ -14,6 +14,7 @@ from pgmem.cli import background
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
 from pgmem.errors import ConfigurationError, DatabaseError
+from pgmem.settings import DEFAULT_IDLE_TIMEOUT
 
 STOP_TIMEOUT = 60.0
 
@@ -28,7 +29,7 @@ def register(commands: Commands) -> None:
     p.add_argument("--idle-timeout", type=float, metavar="SECONDS",
                    help="start: stop the server after SECONDS with no command (0: never; "
                         f"default: ${background.IDLE_ENV}, else "
-                        f"{background.DEFAULT_IDLE_TIMEOUT:.0f})")
+                        f"{DEFAULT_IDLE_TIMEOUT:.0f})")
 
 
 def cmd_server(args: argparse.Namespace, session: Session) -> int:
@@ -40,9 +41,12 @@ def cmd_server(args: argparse.Namespace, session: Session) -> int:
         )
     from pgmem.embedded_server import data_home
 
-    home = data_home()
+    home = data_home(session.settings)
     if args.action == "start":
-        idle = background.idle_timeout() if args.idle_timeout is None else args.idle_timeout
+        idle = (
+            session.settings.server_idle_timeout if args.idle_timeout is None
+            else args.idle_timeout
+        )
         if not idle >= 0:
             raise ConfigurationError(f"--idle-timeout must be 0 or more seconds, got {idle:g}")
         return _start(home, session.schema, idle)

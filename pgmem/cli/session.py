@@ -6,8 +6,6 @@ use. With the embedded default, a command that works on memories starts the back
 from __future__ import annotations
 
 import argparse
-import functools
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -15,33 +13,36 @@ from pgmem import server_state
 from pgmem.cli import background
 from pgmem.cli.background import ServerClient
 from pgmem.default_database import DefaultDatabase, configured_dsn
-from pgmem.embedding import SentenceTransformerEmbedder
+from pgmem.embedded_server import data_home
 from pgmem.errors import PgmemError
-from pgmem.nlp import TextAnalyzer
+from pgmem.settings import Settings, variable_of
 
 if TYPE_CHECKING:
     from pgmem.memory import Memory
+    from pgmem.model_work import ModelWork
 
-AUTOSTART_ENV = "PGMEM_AUTOSTART"
-
-
-@functools.cache
-def load_models() -> tuple[SentenceTransformerEmbedder, TextAnalyzer]:
-    """One embedder and one spaCy pipeline per process (each loads on first use)."""
-    return SentenceTransformerEmbedder(), TextAnalyzer()
+AUTOSTART_ENV = variable_of("autostart")
 
 
-def autostart_off(args: argparse.Namespace) -> bool:
+def settings_of(args: argparse.Namespace) -> Settings:
+    """A command's settings: the environment's, with ``--dsn``, ``--schema`` and ``--tenant``
+    (those given) over them."""
+    return Settings.from_env(
+        dsn=getattr(args, "dsn", None) or None, schema=getattr(args, "schema", None),
+        tenant=getattr(args, "tenant", None),
+    )
+
+
+def autostart_off(args: argparse.Namespace, settings: Settings) -> bool:
     """Whether ``--no-server`` or ``PGMEM_AUTOSTART=0`` (or false, no, off) turned the
     background server's autostart off."""
-    off = os.environ.get(AUTOSTART_ENV, "").strip().lower() in ("0", "false", "no", "off")
-    return bool(args.no_server) or off
+    return bool(args.no_server) or not settings.autostart
 
 
-def autostart(args: argparse.Namespace) -> bool:
+def autostart(args: argparse.Namespace, settings: Settings) -> bool:
     """Whether this command starts the background server when none runs: a command that
     works on memories (``autostart`` in its parser's defaults), unless :func:`autostart_off`."""
-    return bool(getattr(args, "autostart", False)) and not autostart_off(args)
+    return bool(getattr(args, "autostart", False)) and not autostart_off(args, settings)
 
 
 class Session:
@@ -54,14 +55,17 @@ class Session:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.schema: str = args.schema
-        self.tenant: str = "default" if args.tenant is None else args.tenant
-        self._dsn = configured_dsn(args.dsn)
-        self._autostart = autostart(args)
+        #: The command's settings, one for everything it does (:func:`settings_of`).
+        self.settings = settings_of(args)
+        self.schema: str = self.settings.schema
+        self.tenant: str = self.settings.tenant
+        self._dsn = configured_dsn(None, self.settings)
+        self._autostart = autostart(args, self.settings)
         self._embedded: DefaultDatabase | None = None
         self._background: ServerClient | None = None
         self._looked_for_background = False
         self._memory: Memory | None = None
+        self._models: ModelWork | None = None
         self._migrated = False
 
     @property
@@ -77,15 +81,14 @@ class Session:
         return None if self._embedded is None else str(self._embedded.home)
 
     def _find_background(self) -> server_state.ServerState | None:
-        from pgmem.embedded_server import data_home
-
-        home = data_home()
+        home = data_home(self.settings)
         state = server_state.running(home)
         if state is None and self._autostart:
+            idle = self.settings.server_idle_timeout
             print(f"pgmem: starting the pgmem server in the background (PostgreSQL and the "
-                  f"models, kept for the next commands; {_lifetime(background.idle_timeout())}; "
+                  f"models, kept for the next commands; {_lifetime(idle)}; "
                   f"--no-server or {AUTOSTART_ENV}=0: each command on its own)", file=sys.stderr)
-            state = background.start(home, self.schema, background.idle_timeout())
+            state = background.start(home, self.schema, idle)
         return state
 
     @property
@@ -122,29 +125,38 @@ class Session:
             self._migrated = True
             return server.state.dsn
         if self._embedded is None:
-            self._embedded = DefaultDatabase(self.schema, log=False)
+            self._embedded = DefaultDatabase(
+                self.schema, log=False, home=data_home(self.settings)
+            )
         return self._embedded.dsn(migrate=migrate)
 
-    def models(self) -> tuple[Any, TextAnalyzer]:
-        """The embedder and spaCy pipeline: the running ``pgmem server``'s, else this process's
-        (``pgmem.cli._models()``, the one place tests replace them)."""
+    def models(self) -> tuple[Any, Any]:
+        """The embedder and spaCy pipeline: the running ``pgmem server``'s, else those
+        ``pgmem.cli._models()`` returns (the one place tests replace them), else this
+        command's :class:`~pgmem.model_work.ModelWork`, made from its settings as ``Memory()``
+        makes its own."""
         server = self.background
         if server is not None:
             return background.RemoteEmbedder(server), background.remote_analyzer(server)
         from pgmem import cli
 
-        return cli._models()
+        given = cli._models()
+        if given is not None:
+            return given
+        if self._models is None:
+            from pgmem.model_work import ModelWork
+
+            self._models = ModelWork(self.settings)
+        return self._models.embedder, self._models.analyzer
 
     def memory(self, *, migrate: bool = True) -> Memory:
-        """The Memory for this command's schema and tenant."""
+        """The Memory for this command's settings (schema, tenant, models)."""
         if self._memory is None:
             from pgmem.memory import Memory
 
             dsn = self.dsn(migrate=migrate)
             embedder, analyzer = self.models()
-            self._memory = Memory(
-                dsn, embedder=embedder, nlp=analyzer, schema=self.schema, tenant=self.tenant,
-            )
+            self._memory = Memory(dsn, settings=self.settings, embedder=embedder, nlp=analyzer)
         return self._memory
 
     def close(self) -> None:
@@ -152,6 +164,8 @@ class Session:
         try:
             if self._memory is not None:
                 self._memory.close()
+            if self._models is not None:
+                self._models.close()
         finally:
             if self._background is not None:
                 self._background.close()

@@ -372,7 +372,7 @@ class Mem0Calls:
             run_id=scope.get("run_id"), limit=count,
             # Mem0 clamps similarity at 0: its threshold 0.0 keeps the opposite-direction ones.
             threshold=gate if gate > 0 else -1.0, filters=condition,
-            rerank=bool(rerank) and ops.reranker is not None, mode="hybrid", legs=None,
+            rerank=bool(rerank) and ops.models.reranker is not None, mode="hybrid", legs=None,
         ))
         results = []
         for hit in hits:

@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 
 import pgmem
-from pgmem import operations
+from pgmem import model_work
+from pgmem.model_work import ModelWork
 from pgmem.errors import ConfigurationError
 from pgmem.nlp import Analysis
+from pgmem.settings import Settings, variable_of
+
+VARIABLE = variable_of("model_concurrency")
 
 
 class NoModels(pgmem.TextAnalyzer):
@@ -40,19 +44,20 @@ class CountingEmbedder:
 
 def most_at_once(monkeypatch: pytest.MonkeyPatch, setting: str | None) -> int:
     if setting is None:
-        monkeypatch.delenv(operations.MODEL_CONCURRENCY_ENV, raising=False)
+        monkeypatch.delenv(VARIABLE, raising=False)
     else:
-        monkeypatch.setenv(operations.MODEL_CONCURRENCY_ENV, setting)
+        monkeypatch.setenv(VARIABLE, setting)
     embedder = CountingEmbedder()
-    ops = operations.Operations(
-        embedder=embedder, nlp=NoModels(), reranker=None, schema="pgmem", tenant="t",
-        keyword_score="bm25", max_text_length=100,
-    )
-    threads = [threading.Thread(target=ops._analyze, args=(f"q{i}", 4, ops.languages.get())) for i in range(6)]
+    models = ModelWork(Settings.from_env(), embedder=embedder, nlp=NoModels())
+    threads = [
+        threading.Thread(target=models.analyze, args=(f"q{i}", 4, models.languages.get()))
+        for i in range(6)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    models.close()
     return embedder.most
 
 
@@ -63,12 +68,14 @@ def test_a_limit_makes_calls_take_turns(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_by_default_as_many_calls_as_cores_run_model_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(operations, "usable_cores", lambda: 3)
+    monkeypatch.setattr(model_work, "usable_cores", lambda: 3)
     assert 1 < most_at_once(monkeypatch, None) <= 3  # six threads, three at a time
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5", "no"])
 def test_a_bad_limit_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
-    monkeypatch.setenv(operations.MODEL_CONCURRENCY_ENV, bad)
-    with pytest.raises(ConfigurationError, match="PGMEM_MODEL_CONCURRENCY"):
-        operations.model_concurrency()
+    monkeypatch.setenv(VARIABLE, bad)
+    with pytest.raises(ConfigurationError, match=VARIABLE):
+        Settings.from_env()
+    with pytest.raises(ConfigurationError, match=VARIABLE):
+        pgmem.Memory("postgresql:///unused")

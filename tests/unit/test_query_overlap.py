@@ -14,7 +14,15 @@ import pgmem
 from pgmem import operations
 from pgmem.embedding import OnnxEmbedder, embeds_beside_analysis, usable_cores
 from pgmem.nlp import Analysis, Entity
+from pgmem.model_work import ModelWork
 from pgmem.nlp_process import can_start_children
+from pgmem.settings import Settings
+
+
+def made(embedder: object, nlp: pgmem.TextAnalyzer | None) -> operations.Operations:
+    """Operations on these models, with settings of their own (none from the environment)."""
+    settings = Settings(tenant="t", max_text_length=100)
+    return operations.Operations(settings, ModelWork(settings, embedder=embedder, nlp=nlp))
 
 
 class ThreadRecordingAnalyzer(pgmem.TextAnalyzer):
@@ -68,11 +76,8 @@ class ThreadRecordingEmbedder:
 @pytest.mark.parametrize(("overlaps", "beside"), [(None, True), (True, True), (False, False)])
 def test_the_query_embeds_where_the_embedder_says(overlaps: bool | None, beside: bool) -> None:
     embedder, analyzer = ThreadRecordingEmbedder(overlaps), ThreadRecordingAnalyzer()
-    ops = operations.Operations(
-        embedder=embedder, nlp=analyzer, reranker=None, schema="pgmem", tenant="t",
-        keyword_score="bm25", max_text_length=100,
-    )
-    analysis, vectors = ops._query_vectors("where is the crate?", 4, ops.languages.get())
+    ops = made(embedder, analyzer)
+    analysis, vectors = ops.models.query_vectors("where is the crate?", 4, ops.models.languages.get())
     assert analysis.lexemes == ("where is the crate?",) and vectors.shape == (2, 4)
     caller = threading.current_thread().name
     assert analyzer.threads == [caller]
@@ -116,13 +121,10 @@ def test_one_added_memory_embeds_beside_its_analysis_a_batch_in_one_call(overlap
     from pgmem.validate import NewMemory, Scope
 
     embedder, analyzer = ThreadRecordingEmbedder(overlaps), ThreadRecordingAnalyzer()
-    ops = operations.Operations(
-        embedder=embedder, nlp=analyzer, reranker=None, schema="pgmem", tenant="t",
-        keyword_score="bm25", max_text_length=100,
-    )
+    ops = made(embedder, analyzer)
     scope = Scope(tenant="t", user_id="u")
     one = [NewMemory(scope=scope, text="the crate is blue", metadata={})]
-    params = ops._batch_params(one, 4, True, ops.languages.get())
+    params = ops._batch_params(one, 4, True, ops.models.languages.get())
     assert len(params["embeddings"]) == 1
     caller = threading.current_thread().name
     if overlaps:
@@ -131,27 +133,24 @@ def test_one_added_memory_embeds_beside_its_analysis_a_batch_in_one_call(overlap
         assert embedder.threads == [caller]
     embedder.threads.clear()
     two = [*one, NewMemory(scope=scope, text="the box is red", metadata={})]
-    ops._batch_params(two, 4, True, ops.languages.get())
+    ops._batch_params(two, 4, True, ops.models.languages.get())
     assert embedder.threads == [caller]  # a batch: one call, where its analysis ran
 
 
 def apart_operations(overlaps: bool) -> tuple[operations.Operations, list[str]]:
     events: list[str] = []
-    ops = operations.Operations(
-        embedder=ThreadRecordingEmbedder(overlaps, events), nlp=ApartAnalyzer(events),
-        reranker=None, schema="pgmem", tenant="t", keyword_score="bm25", max_text_length=100,
-    )
+    ops = made(ThreadRecordingEmbedder(overlaps, events), ApartAnalyzer(events))
     return ops, events
 
 
 def test_beside_an_analysis_in_another_process_the_query_embeds_in_the_calling_thread() -> None:
     ops, events = apart_operations(overlaps=True)
-    analysis, vectors = ops._query_vectors("where is the crate?", 4, ops.languages.get())
+    analysis, vectors = ops.models.query_vectors("where is the crate?", 4, ops.models.languages.get())
     assert analysis.lexemes == ("where is the crate?",) and vectors.shape == (2, 4)
     # Sent, embedded while the other process works, waited for; then the entity name.
     assert events == ["sent", "embed 1", "waited", "analyze", "embed 1"]
     caller = threading.current_thread().name
-    assert set(ops.embedder.threads) == set(ops.analyzer.threads) == {caller}
+    assert set(ops.models.embedder.threads) == set(ops.models.analyzer.threads) == {caller}
 
 
 def test_beside_an_analysis_in_another_process_a_batch_embeds_its_texts_meanwhile() -> None:
@@ -160,7 +159,7 @@ def test_beside_an_analysis_in_another_process_a_batch_embeds_its_texts_meanwhil
     ops, events = apart_operations(overlaps=True)
     scope = Scope(tenant="t", user_id="u")
     items = [NewMemory(scope=scope, text=t, metadata={}) for t in ("a crate", "a box", "a bin")]
-    params = ops._batch_params(items, 4, True, ops.languages.get())
+    params = ops._batch_params(items, 4, True, ops.models.languages.get())
     assert len(params["embeddings"]) == 3
     assert events == ["sent", "embed 3", "waited", "analyze", "embed 1"]
 
@@ -169,28 +168,25 @@ def test_beside_an_analysis_in_another_process_an_embedder_s_embed_apart_is_used
     """Where the embedder has ``embed_apart`` (ONNX: one text on one thread), the texts embedded
     while the other process analyses go through it; the names after the analysis do not."""
     ops, events = apart_operations(overlaps=True)
-    embedder = ops.embedder
+    embedder = ops.models.embedder
 
     def embed_apart(texts: Sequence[str]) -> np.ndarray:
         events.append("apart")
         return embedder.embed(texts)
 
     embedder.embed_apart = embed_apart  # type: ignore[attr-defined]
-    ops._query_vectors("where is the crate?", 4, ops.languages.get())
+    ops.models.query_vectors("where is the crate?", 4, ops.models.languages.get())
     assert events == ["sent", "apart", "embed 1", "waited", "analyze", "embed 1"]
     events.clear()
     # spaCy in this process: the query embeds in a pool thread with ``embed``.
-    here = operations.Operations(
-        embedder=embedder, nlp=ThreadRecordingAnalyzer(events), reranker=None, schema="pgmem",
-        tenant="t", keyword_score="bm25", max_text_length=100,
-    )
-    here._query_vectors("where is the crate?", 4, here.languages.get())
+    here = made(embedder, ThreadRecordingAnalyzer(events))
+    here.models.query_vectors("where is the crate?", 4, here.models.languages.get())
     assert "apart" not in events and events.count("embed 1") == 2
 
 
 def test_an_embedder_that_takes_every_core_embeds_before_an_analysis_in_another_process() -> None:
     ops, events = apart_operations(overlaps=False)
-    ops._query_vectors("where is the crate?", 4, ops.languages.get())
+    ops.models.query_vectors("where is the crate?", 4, ops.models.languages.get())
     assert events == ["embed 1", "sent", "waited", "analyze", "embed 1"]
 
 
@@ -200,9 +196,9 @@ def test_a_failed_embedding_still_collects_the_analysis_it_started() -> None:
     def fail(texts: Sequence[str]) -> np.ndarray:
         raise RuntimeError("the embedder broke")
 
-    ops.embedder.embed = fail  # type: ignore[method-assign]
+    ops.models.embedder.embed = fail  # type: ignore[method-assign]
     with pytest.raises(pgmem.EmbeddingError, match="embedder broke"):
-        ops._query_vectors("where is the crate?", 4, ops.languages.get())
+        ops.models.query_vectors("where is the crate?", 4, ops.models.languages.get())
     assert events == ["sent", "waited", "analyze"]
 
 
@@ -219,13 +215,7 @@ def test_a_given_analyzer_leaves_the_embedder_unasked() -> None:
             return True
 
     embedder = Asked(None)
-    operations.Operations(
-        embedder=embedder, nlp=ThreadRecordingAnalyzer(), reranker=None, schema="pgmem",
-        tenant="t", keyword_score="bm25", max_text_length=100,
-    )
+    made(embedder, ThreadRecordingAnalyzer())
     assert Asked.asked == 0
-    ops = operations.Operations(
-        embedder=embedder, nlp=None, reranker=None, schema="pgmem", tenant="t",
-        keyword_score="bm25", max_text_length=100,
-    )
-    assert Asked.asked == 1 and ops.analyzer.runs_apart is can_start_children()
+    ops = made(embedder, None)
+    assert Asked.asked == 1 and ops.models.analyzer.runs_apart is can_start_children()

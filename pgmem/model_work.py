@@ -1,0 +1,266 @@
+"""The models of a ``Memory`` and how they run: :class:`ModelWork`.
+
+One object holds the embedder, the text search configurations' analyzers
+(:class:`~pgmem.languages.Languages`), the reranker, the cache of entity names' vectors, the
+thread a query embeds in while spaCy analyses it, and the limit on calls running model work at
+once. It is built from :class:`~pgmem.settings.Settings` and the objects a caller passes, the
+same way for :class:`pgmem.Memory`, :class:`pgmem.AsyncMemory`, the ``pgmem`` command and its
+background server; :meth:`ModelWork.close` lets go of the thread and of the spaCy processes it
+started (a later call makes them again). :mod:`pgmem.operations` decides when model work runs;
+this module how.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import functools
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import numpy as np
+
+from pgmem.builders import BatchEntities, Vectors, batch_entities, query_entities
+from pgmem.embedding import (
+    VectorCache,
+    cached_embeddings,
+    checked_embeddings,
+    embeds_beside_analysis,
+    make_embedder,
+    usable_cores,
+)
+from pgmem.embedding_space import embedder_dimension, embedder_name
+from pgmem.languages import Analyzers, Languages, TextSearch
+from pgmem.nlp import Analysis, TextAnalyzer
+from pgmem.rerank import Reranker
+from pgmem.results import SearchHit
+from pgmem.settings import CORES, Settings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def model_concurrency(settings: Settings) -> int | None:
+    """How many calls may run model work at once: ``settings.model_concurrency``
+    (``PGMEM_MODEL_CONCURRENCY``: a positive integer, or None for no limit); by default the
+    number of cores this process may use.
+
+    Model work is CPU-bound: one call's embedding already keeps a core busy and spaCy holds the
+    GIL for much of its work, so calls computing side by side beyond the cores only contend
+    (thread switches, GIL hand-offs, an OpenMP team per calling thread). Measured on an idle
+    2-core machine (``python -m benchmarks.concurrency``, 10,000 memories, 80% searches, calls
+    per second at 4 / 16 threads): no limit 39.0 / 26.5, a limit of 2 41.1 / 41.2, of 4
+    37.6 / 36.3. On a machine shared with other busy processes no limit can win instead (more
+    runnable threads get more of the cores): measure, and set ``none`` if so.
+    """
+    value = settings.model_concurrency
+    return usable_cores() if value == CORES else value
+
+
+def rerank_hits(
+    reranker: Reranker, query: str, hits: list[SearchHit], limit: int
+) -> list[SearchHit]:
+    """The reranker's order of ``hits``, cut to ``limit``; when it fails, the fused order, each
+    hit's ``explain.notes`` saying so."""
+    try:
+        return list(reranker.rerank(query, hits, limit))[:limit]
+    except Exception as exc:
+        logger.warning("the reranker failed; returning the fused order", exc_info=True)
+        note = f"the reranker failed ({type(exc).__name__}: {exc}): the fused order"
+        return [
+            replace(hit, explain=replace(hit.explain, notes=(*hit.explain.notes, note)))
+            for hit in hits[:limit]
+        ]
+
+
+def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], Analysis]]:
+    """``later`` for :meth:`ModelWork.embedded_beside` of one text's analysis."""
+
+    def later() -> Callable[[], Analysis]:
+        wait = text_search.analyze_many_later([text])
+        return lambda: wait()[0]
+
+    return later
+
+
+class ModelWork:
+    """The models of a ``Memory`` (see the module docstring). ``embedder``, ``nlp`` and
+    ``reranker`` are ``Memory``'s arguments of those names; what is None comes from
+    ``settings``. Nothing loads a model here."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Any = None,
+        nlp: Analyzers = None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.settings = settings
+        self.embedder = make_embedder(embedder, settings)
+        # spaCy runs in a process of its own where the embedder runs beside it (the two would
+        # take turns for the GIL; pgmem.nlp_process), unless the caller gave an analyzer -- then
+        # the embedder is not asked (torch's answer imports torch: 1.5 s a CLI command).
+        self.languages = Languages(
+            settings.ts_config, nlp, settings=settings,
+            apart=functools.partial(embeds_beside_analysis, self.embedder),
+        )
+        # The analyzer of the Memory's configuration; English's where PostgreSQL makes that
+        # configuration's lexemes.
+        self.analyzer: TextAnalyzer = self.languages.get().analyzer or self.languages.english
+        self.reranker = reranker
+        self._entity_vectors = VectorCache()
+        self._embedder_name: str | None = None
+        turns = model_concurrency(settings)
+        self._turns = None if turns is None else threading.BoundedSemaphore(turns)
+        # The thread a text embeds in while spaCy analyses it here (see embedded_beside), made
+        # on first use and shut down by close.
+        self._overlap: concurrent.futures.ThreadPoolExecutor | None = None
+        self._overlap_lock = threading.Lock()
+
+    @property
+    def embedder_name(self) -> str:
+        """The name the embedder's vectors are recorded under (see
+        :func:`pgmem.embedding_space.embedder_name`)."""
+        if self._embedder_name is None:
+            self._embedder_name = embedder_name(self.embedder)
+        return self._embedder_name
+
+    def embedder_dimension(self) -> int | None:
+        """The embedder's dimension, for an error message; None if unknown (it may load the
+        model)."""
+        return embedder_dimension(self.embedder)
+
+    def close(self) -> None:
+        """Shut the embedding thread down and stop the spaCy processes of the analyzers made
+        here (what was passed in is the caller's). A later call makes them again."""
+        with self._overlap_lock:
+            pool, self._overlap = self._overlap, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        self.languages.close()
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        """Wait for a turn to run model work (see :func:`model_concurrency`)."""
+        if self._turns is None:
+            yield
+            return
+        with self._turns:
+            yield
+
+    def _beside(self, texts: Sequence[str], dim: int) -> concurrent.futures.Future[Vectors]:
+        """The vectors of ``texts``, computed in the embedding thread."""
+        with self._overlap_lock:
+            if self._overlap is None:
+                self._overlap = concurrent.futures.ThreadPoolExecutor(
+                    thread_name_prefix="pgmem-embed"
+                )
+            return self._overlap.submit(checked_embeddings, self.embedder, texts, dim)
+
+    def embedded_beside(
+        self,
+        texts: Sequence[str],
+        dim: int,
+        later: Callable[[], Callable[[], T]],
+        names: Callable[[T], Sequence[str]],
+        *,
+        apart: bool,
+    ) -> tuple[T, Vectors]:
+        """An analysis, and the vectors of ``texts`` then of the entity ``names(analysis)``
+        (those the cache holds are not embedded again). ``later()`` starts the analysis and
+        returns what waits for it (:meth:`TextSearch.analyze_many_later`). The texts embed
+        while it runs: in this thread while another process analyses (``apart``: neither
+        waits for the other's GIL; with :func:`~pgmem.embedding.embed_apart`); else in another
+        thread -- the model releases the GIL for most of its work, so on two cores the two
+        overlap -- unless the embedder says that would starve the analysis
+        (:func:`~pgmem.embedding.embeds_beside_analysis`: torch with a thread per core); then
+        they embed first."""
+        beside = embeds_beside_analysis(self.embedder)
+        if apart and beside:
+            wait = later()
+            try:
+                text_vectors = checked_embeddings(self.embedder, texts, dim, apart=True)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    wait()  # collected, so that the analyzer is free again
+                raise
+            analysis = wait()
+        elif beside:
+            embedded = self._beside(texts, dim)
+            analysis = later()()
+            text_vectors = embedded.result()
+        else:
+            text_vectors = checked_embeddings(self.embedder, texts, dim)
+            analysis = later()()
+        name_vectors = cached_embeddings(
+            self.embedder, [], names(analysis), dim, self._entity_vectors
+        )
+        return analysis, np.concatenate([text_vectors, name_vectors])
+
+    def analyze(self, text: str, dim: int, text_search: TextSearch) -> tuple[Analysis, Vectors]:
+        """A memory's new text's analysis, and the vectors of the text and of every entity it
+        names."""
+        with self.turn():
+            return self.embedded_beside(
+                [text], dim, _one_later(text_search, text),
+                lambda analysis: [entity.surface for entity in analysis.entities],
+                apart=text_search.runs_apart,
+            )
+
+    def query_vectors(
+        self, query: str, dim: int, text_search: TextSearch
+    ) -> tuple[Analysis, Vectors]:
+        """A query's analysis, and the vectors of the query and of the entities the entity leg
+        uses (see :meth:`embedded_beside`)."""
+        with self.turn():
+            return self.embedded_beside(
+                [query], dim, _one_later(text_search, query),
+                lambda analysis: [entity.surface for entity in query_entities(analysis)],
+                apart=text_search.runs_apart,
+            )
+
+    def analyze_batch(
+        self, texts: Sequence[str], to_embed: Sequence[str], dim: int, text_search: TextSearch
+    ) -> tuple[list[Analysis], BatchEntities, Vectors]:
+        """A batch's analyses (lemmatized together), its entities, and one embedding call's
+        vectors: of ``to_embed`` then of the entity names not embedded before (a cache keeps
+        the names' vectors). One memory's text embeds during its analysis instead, where the
+        embedder gains from that (:func:`~pgmem.embedding.embeds_beside_analysis`)."""
+
+        def later() -> Callable[[], tuple[list[Analysis], BatchEntities]]:
+            wait = text_search.analyze_many_later(list(texts))
+
+            def analyzed() -> tuple[list[Analysis], BatchEntities]:
+                analyses = wait()
+                return analyses, batch_entities(analyses)
+
+            return analyzed
+
+        with self.turn():
+            if embeds_beside_analysis(self.embedder) and (
+                text_search.runs_apart or len(to_embed) == 1 == len(texts)
+            ):
+                # The texts embed while spaCy analyses them: any batch where spaCy runs in a
+                # process of its own, else one memory (an add, which its caller waits on).
+                (analyses, entities), vectors = self.embedded_beside(
+                    to_embed, dim, later, lambda found: found[1].surfaces,
+                    apart=text_search.runs_apart,
+                )
+            else:
+                analyses, entities = later()()
+                vectors = cached_embeddings(
+                    self.embedder, to_embed, entities.surfaces, dim, self._entity_vectors
+                )
+        return analyses, entities, vectors
+
+    def rerank(
+        self, reranker: Reranker, query: str, hits: list[SearchHit], limit: int
+    ) -> list[SearchHit]:
+        """:func:`rerank_hits`, in a turn of model work."""
+        with self.turn():
+            return rerank_hits(reranker, query, hits, limit)
