@@ -235,12 +235,12 @@ def make_embedder(embedder: Any = None, settings: Settings | None = None) -> Any
     """The embedder ``Memory(embedder=...)`` asks for: None is the default backend's, a backend
     name (:data:`BACKENDS`) that backend's model, anything else is used as it is. The backend,
     model and cache come from ``settings`` (None: the environment's)."""
-    settings = current(settings)
-    if embedder is None:
-        embedder = default_backend(settings)
-    if not isinstance(embedder, str):
+    if embedder is not None and not isinstance(embedder, str):
         return embedder
-    backend = _checked_backend(embedder, "embedder")
+    backend = (
+        default_backend(settings) if embedder is None else _checked_backend(embedder, "embedder")
+    )
+    settings = current(settings)
     if backend == "torch":
         return SentenceTransformerEmbedder(default_model(settings))
     return OnnxEmbedder(

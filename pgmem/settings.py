@@ -130,8 +130,9 @@ def _text(variable: str, raw: str) -> str:
 def _flag(variable: str, raw: str) -> bool:
     value = raw.lower()
     if value not in _YES + _NO:
-        raise ConfigurationError(f"{variable} must be 1 or 0 (or true/false, yes/no, on/off), "
-                                 f"got {raw!r}")
+        raise ConfigurationError(
+            f"{variable} must be 1 (on) or 0 (off) (or true/false, yes/no), got {raw!r}"
+        )
     return value in _YES
 
 

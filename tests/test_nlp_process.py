@@ -188,12 +188,12 @@ def test_a_memory_runs_spacy_apart_where_its_embedder_runs_beside_it(
 ) -> None:
     monkeypatch.delenv(nlp_process.PROCESS_VARIABLE, raising=False)
     with pgmem.Memory(db_dsn, embedder=OnnxEmbedder()) as beside:
-        assert type(beside._ops.analyzer) is ProcessAnalyzer
+        assert type(beside.analyzer) is ProcessAnalyzer
     with pgmem.Memory(db_dsn, embedder=OnnxEmbedder(spinning=True)) as first:
-        assert type(first._ops.analyzer) is pgmem.TextAnalyzer
+        assert type(first.analyzer) is pgmem.TextAnalyzer
     given = pgmem.TextAnalyzer()
     with pgmem.Memory(db_dsn, embedder=OnnxEmbedder(), nlp=given) as chosen:
-        assert chosen._ops.analyzer is given
+        assert chosen.analyzer is given
 
 
 def test_a_memory_with_spacy_apart_stores_and_finds_what_one_without_it_does(
@@ -225,7 +225,7 @@ def test_closing_a_memory_stops_the_spacy_process_it_started(
 ) -> None:
     monkeypatch.delenv(nlp_process.PROCESS_VARIABLE, raising=False)
     memory = pgmem.Memory(db_dsn, embedder=OnnxEmbedder())
-    analyzer = memory._ops.analyzer
+    analyzer = memory.analyzer
     assert isinstance(analyzer, ProcessAnalyzer)
     memory.add("Kim moved to Seoul.", user_id="u1")
     pid = child_pid_unlocked(analyzer)
@@ -246,7 +246,7 @@ def test_closing_an_async_memory_stops_the_spacy_process_it_started(
 
     async def main() -> tuple[ProcessAnalyzer, int]:
         async with pgmem.AsyncMemory(db_dsn, embedder=OnnxEmbedder()) as memory:
-            analyzer = memory._ops.analyzer
+            analyzer = memory.analyzer
             assert isinstance(analyzer, ProcessAnalyzer)
             await memory.add("Mia moved to Kyoto.", user_id="u1")
             return analyzer, child_pid_unlocked(analyzer)

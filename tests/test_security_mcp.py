@@ -28,6 +28,7 @@ from test_mcp_server import call, fails
 
 import pgmem
 from pgmem import mcp_server
+from pgmem.settings import Settings
 
 ADMIN, ALICE, BOB = ("admin-" + "a" * 40, "alice-" + "b" * 40, "bob-" + "c" * 40)
 
@@ -194,13 +195,13 @@ def test_the_cli_makes_and_keeps_a_token_in_pgmems_home(
     monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "home"))
     monkeypatch.delenv(mcp_command.TOKEN_ENV, raising=False)
     args = argparse.Namespace(token=None, tokens=None)
-    (first,) = mcp_command._credentials(args, mcp_server)
+    (first,) = mcp_command._credentials(args, Settings.from_env(), mcp_server)
     path = tmp_path / "home" / mcp_server.TOKEN_FILE
     assert path.stat().st_mode & 0o777 == 0o600 and path.read_text().strip() == first.token
     err = capsys.readouterr().err
     assert str(path) in err and first.token not in err
-    (again,) = mcp_command._credentials(args, mcp_server)
+    (again,) = mcp_command._credentials(args, Settings.from_env(), mcp_server)
     assert again.token == first.token  # kept across starts
     monkeypatch.setenv(mcp_command.TOKEN_ENV, ALICE)
-    (from_env,) = mcp_command._credentials(args, mcp_server)
+    (from_env,) = mcp_command._credentials(args, Settings.from_env(), mcp_server)
     assert from_env.token == ALICE and ALICE not in capsys.readouterr().err

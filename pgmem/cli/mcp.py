@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pgmem.cli.options import Commands, scope, scope_options
 from pgmem.cli.session import Session
 from pgmem.errors import ConfigurationError
-from pgmem.settings import variable_of
+from pgmem.settings import Settings, variable_of
 
 if TYPE_CHECKING:
     from pgmem.mcp_server import Credential
@@ -54,7 +54,7 @@ def cmd_mcp(args: argparse.Namespace, session: Session) -> int:
         ) from exc
     from pgmem.aio import AsyncMemory
 
-    credentials = _credentials(args, session, mcp_server) if args.http else None
+    credentials = _credentials(args, session.settings, mcp_server) if args.http else None
     embedder, analyzer = session.models()
     memory = AsyncMemory(session.dsn(), settings=session.settings, embedder=embedder, nlp=analyzer)
     mcp_server.serve(memory, transport="streamable-http" if args.http else "stdio",
@@ -64,11 +64,11 @@ def cmd_mcp(args: argparse.Namespace, session: Session) -> int:
 
 
 def _credentials(
-    args: argparse.Namespace, session: Session, mcp_server: ModuleType
+    args: argparse.Namespace, settings: Settings, mcp_server: ModuleType
 ) -> list[Credential]:
     """The bearer tokens of ``--tokens``, ``--token``, ``$PGMEM_MCP_TOKEN``, or the one kept in
     pgmem's home (made on first start); where they come from goes to stderr, never a token."""
-    token = args.token or session.settings.mcp_token
+    token = args.token or settings.mcp_token
     if args.tokens:
         if token:
             raise ConfigurationError("give --tokens or --token (or $PGMEM_MCP_TOKEN), not both")
@@ -80,7 +80,7 @@ def _credentials(
     else:
         from pgmem.embedded_server import data_home
 
-        token, path = mcp_server.stored_token(data_home(session.settings))
+        token, path = mcp_server.stored_token(data_home(settings))
         credentials = [mcp_server.Credential(token)]
         source = f"the one in {path}"
     print(f"pgmem mcp: clients send 'Authorization: Bearer <token>' with {source}",

@@ -11,8 +11,8 @@ import pytest
 
 import pgmem
 from pgmem import model_work
-from pgmem.model_work import ModelWork
 from pgmem.errors import ConfigurationError
+from pgmem.model_work import ModelWork
 from pgmem.nlp import Analysis
 from pgmem.settings import Settings, variable_of
 

@@ -13,8 +13,8 @@ import pytest
 import pgmem
 from pgmem import operations
 from pgmem.embedding import OnnxEmbedder, embeds_beside_analysis, usable_cores
-from pgmem.nlp import Analysis, Entity
 from pgmem.model_work import ModelWork
+from pgmem.nlp import Analysis, Entity
 from pgmem.nlp_process import can_start_children
 from pgmem.settings import Settings
 
