@@ -104,7 +104,6 @@ class AsyncMemory(operations.Configured):
         **options: Unpack[Options],
     ) -> None:
         settings = Settings.from_env(**options) if settings is None else settings.replace(**options)
-        self.settings = settings
         self._ops = operations.Operations(
             settings, ModelWork(settings, embedder=embedder, nlp=nlp, reranker=reranker)
         )
@@ -117,9 +116,10 @@ class AsyncMemory(operations.Configured):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close pgmem's own connection pool, and stop the spaCy process of an analyzer pgmem
-        made (see :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays
-        open. As :meth:`pgmem.Memory.close`, a later call opens them again."""
+        """Close pgmem's own connection pool, shut down the thread a query embeds in beside its
+        analysis, and stop the spaCy process of an analyzer pgmem made (see
+        :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays open. As
+        :meth:`pgmem.Memory.close`, a later call opens them again."""
         await self._connector.close()
         await asyncio.to_thread(self._ops.models.close)
 

@@ -141,7 +141,6 @@ class Memory(operations.Configured):
         **options: Unpack[Options],
     ) -> None:
         settings = Settings.from_env(**options) if settings is None else settings.replace(**options)
-        self.settings = settings
         self._ops = operations.Operations(
             settings, ModelWork(settings, embedder=embedder, nlp=nlp, reranker=reranker)
         )
@@ -154,10 +153,12 @@ class Memory(operations.Configured):
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close pgmem's own connection pool, and stop the spaCy process of an analyzer pgmem
-        made (see :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays
-        open. It releases, it does not end the object: a later call opens a new pool (and
-        starts that spaCy process again), so close it again when done."""
+        """Close pgmem's own connection pool, shut down the thread a query embeds in beside its
+        analysis, and stop the spaCy process of an analyzer pgmem made (see
+        :mod:`pgmem.nlp_process`, :class:`pgmem.model_work.ModelWork`). What was passed in as
+        ``db`` or ``nlp`` stays open. It releases, it does not end the object: a later call
+        opens a new pool (and starts that thread and spaCy process again), so close it again
+        when done."""
         self._connector.close()
         self._ops.models.close()
 

@@ -115,6 +115,7 @@ class Operations:
         self.keyword_score = keyword_score
         self.limits = validate.limits(settings.limits, settings.max_text_length)
         self.max_text_length = self.limits.max_text_length
+        self.settings = settings
         self.models = models
         self.store = Store(self.schema)
         self._space: EmbeddingSpace | None = None
@@ -575,6 +576,11 @@ class Configured:
     """The configuration ``Memory`` and ``AsyncMemory`` expose, read from their operations."""
 
     _ops: Operations
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this object was made with (keyword arguments applied)."""
+        return self._ops.settings
 
     @property
     def schema(self) -> str:

@@ -73,11 +73,27 @@ def test_the_query_analysis_matches_the_full_pipeline(analyzer: pgmem.TextAnalyz
     assert all(a.lexemes for text, a in zip(texts, expected) if text)
 
 
-def test_the_networks_multiply_with_numpy(analyzer: pgmem.TextAnalyzer) -> None:
-    ops = {
+def network_ops(analyzer: pgmem.TextAnalyzer) -> set[str]:
+    return {
         type(layer.ops).__name__
         for _name, component in analyzer.nlp.pipeline
         if hasattr(getattr(component, "model", None), "walk")
         for layer in component.model.walk()
     }
-    assert ops == ({"MatmulOps"} if _openblas_threads() else {"NumpyOps"})
+
+
+def test_the_networks_multiply_with_numpy(analyzer: pgmem.TextAnalyzer) -> None:
+    assert network_ops(analyzer) == ({"MatmulOps"} if _openblas_threads() else {"NumpyOps"})
+
+
+def test_spacy_ops_off_keeps_thincs_networks_and_the_same_analyses(
+    analyzer: pgmem.TextAnalyzer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``PGMEM_SPACY_OPS=0``: thinc's own products and BLAS threads, the same lemmas and
+    entities."""
+    monkeypatch.setenv("PGMEM_SPACY_OPS", "0")
+    plain = pgmem.TextAnalyzer()
+    assert network_ops(plain) == {"NumpyOps"}
+    texts = questions()[:40]
+    assert [plain.analyze(text) for text in texts] == [analyzer.analyze(t) for t in texts]
+    assert plain.analyze_many(texts) == analyzer.analyze_many(texts)
