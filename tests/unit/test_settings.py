@@ -162,3 +162,25 @@ e = "PGMEM_E" in os.environ
 f = os.environ.get("HOME")
 """
     assert _environment_reads(ast.parse(source)) == [5, 6, 7, 8, 9]
+
+
+def test_the_memory_options_are_settings_fields_written_once() -> None:
+    """``Memory`` and ``AsyncMemory`` take ``settings`` and the :class:`Options` (each a
+    ``Settings`` field of the same type), nothing copied one by one."""
+    import inspect
+
+    from pgmem.settings import Options
+
+    fields = {field.name: field.type for field in dataclasses.fields(Settings)}
+    options = {  # annotations as written (TypedDict keeps them as forward references)
+        name: getattr(kind, "__forward_arg__", kind)
+        for name, kind in Options.__annotations__.items()
+    }
+    assert options == {name: fields[name] for name in options}
+    assert {"schema", "tenant", "lock_timeout", "limits"} <= set(options)
+    for facade in (pgmem.Memory, pgmem.AsyncMemory):
+        parameters = inspect.signature(facade.__init__).parameters
+        assert list(parameters) == [
+            "self", "db", "settings", "embedder", "nlp", "reranker", "options"
+        ]
+        assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
