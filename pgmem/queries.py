@@ -2,11 +2,12 @@
 loader of those files (:func:`sql_blocks`), and the composer of the statements of
 ``sql/queries.sql`` (:class:`Queries`).
 
-Blocks hold ``{schema}`` (pgmem's schema), ``{scope_ids}`` (the scope id comparisons a call
-gives), ``{filters}`` (a compiled metadata filter) and fragments: a placeholder naming another
-block of the file, such as ``{scope}``, is that block, composed the same way. These are
-identifiers and compiled SQL, composed with ``psycopg.sql``. Values are never formatted in; they
-travel as ``%(name)s`` parameters.
+Blocks hold ``{schema}`` (pgmem's schema), ``{scope}`` (the ``scope`` block, comparing the scope
+ids a call gives, with the metadata filter), ``{scope_ids}`` (the scope id comparisons alone) and
+``{filters}`` (a compiled metadata filter): identifiers and compiled SQL fragments, composed with
+``psycopg.sql``. Any other placeholder naming a block of the file is a fragment: that block's
+text stands in its place. Values are never formatted in; they travel as ``%(name)s``
+parameters.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Queries:
         # Statements without a metadata filter, by name and scope ids: composed once (a
         # search statement's composition was 60 µs of every search).
         self._unfiltered: dict[tuple[str, tuple[str, ...]], sql.Composed] = {}
+        self._texts: dict[str, str] = {}  # statements' texts, their fragments in
 
     def get(
         self, name: str, filters: sql.Composable = NO_FILTER, scope_ids: Iterable[str] = ()
@@ -78,24 +80,42 @@ class Queries:
     def _compose(
         self, name: str, filters: sql.Composable, scope_ids: Iterable[str]
     ) -> sql.Composed:
-        raw = sql_blocks() if self.blocks is None else self.blocks
-        block, left_out = VARIANTS.get(name, (name, None))
+        raw = self._raw()
         ids = sql.SQL(" ").join(sql.SQL(raw[f"scope_{column}"]) for column in scope_ids)
-        values: dict[str, sql.Composable] = {
-            "schema": self.schema, "scope_ids": ids, "filters": filters
-        }
+        scope = sql.SQL(raw["scope"]).format(scope_ids=ids, filters=filters)
+        return sql.SQL(self._text(name)).format(
+            schema=self.schema, scope=scope, scope_ids=ids, filters=filters
+        )
 
-        def compose(text: str) -> sql.Composed:
-            fragments = {
-                field: sql.SQL("") if left_out and field.startswith(left_out)
-                else compose(raw[field])
-                for field in _fields(text) if field not in values and field in raw
-            }
-            return sql.SQL(text).format(**values, **fragments)
+    def _raw(self) -> Mapping[str, str]:
+        return sql_blocks() if self.blocks is None else self.blocks
 
-        return compose(raw[block])
+    def _text(self, name: str) -> str:
+        """The text of statement ``name``: its block with its fragments in."""
+        text = self._texts.get(name)
+        if text is None:
+            block, left_out = VARIANTS.get(name, (name, None))
+            text = self._texts[name] = _with_fragments(self._raw(), block, left_out)
+        return text
 
 
-def _fields(text: str) -> set[str]:
-    """The names of the ``{placeholders}`` of a block."""
-    return {field for _, field, _, _ in string.Formatter().parse(text) if field}
+#: The placeholders :class:`Queries` composes itself; a block named so is not a fragment.
+COMPOSED = frozenset({"schema", "scope", "scope_ids", "filters"})
+
+
+def _with_fragments(raw: Mapping[str, str], block: str, left_out: str | None) -> str:
+    """The text of ``block`` with each placeholder that names another block (a fragment, not
+    one of :data:`COMPOSED`) replaced by that block's text, its own fragments in; with nothing
+    where the fragment's name begins with ``left_out``."""
+    parts = []
+    for literal, field, spec, conversion in string.Formatter().parse(raw[block]):
+        parts.append(literal.replace("{", "{{").replace("}", "}}"))
+        if field is None:
+            continue
+        if field in raw and field not in COMPOSED:
+            left = left_out is not None and field.startswith(left_out)
+            parts.append("" if left else _with_fragments(raw, field, left_out))
+        else:
+            parts.append("{" + field + (f"!{conversion}" if conversion else "")
+                         + (f":{spec}" if spec else "") + "}")
+    return "".join(parts)

@@ -1,8 +1,9 @@
 -- pgmem's statements, one named block each (`-- name: <name>`), loaded once by pgmem/queries.py.
--- {schema} is pgmem's schema (an identifier), {scope_ids} the scope id comparisons a call gives
--- (on the memory alias `m`), {filters} the compiled metadata filter. A placeholder naming
--- another block is that block, composed the same way: {scope}, the block `scope` below, is the
--- scope-and-filter condition on `m`. Every value is a bound, cast parameter.
+-- {schema} is pgmem's schema (an identifier), {scope} the scope-and-filter condition on the
+-- memory alias `m` (the block `scope` below with the given ids and the compiled metadata
+-- filter), {scope_ids} its scope id comparisons alone (on alias `m` too). Any other placeholder
+-- naming a block is a fragment: that block's text in its place (see the search block). Every
+-- value is a bound, cast parameter.
 
 -- name: scope
 -- The rows a call may see: one tenant, the scope ids the call gives ({scope_ids}: the blocks
