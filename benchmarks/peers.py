@@ -296,7 +296,7 @@ class SideResult:
     @property
     def add_rate(self) -> float:
         times = self.one_by_one_seconds or []
-        return len(times) / sum(times)
+        return len(times) / sum(times) if times else float("nan")
 
 
 def timed(call: Callable[..., Any], *args: Any) -> tuple[float, Any]:
