@@ -356,17 +356,17 @@ def run_user(
     for conversation in conversations:
         corpus.progress(f"{conversation.id}: {len(conversation.memories)} adds, "
                         f"{len(conversation.questions)} searches")
-        dia_ids: dict[str, dict[str, tuple[str, ...]]] = {name: {} for name in sides}
+        dia_ids: dict[str, dict[str, set[str]]] = {name: {} for name in sides}
         for memory in conversation.memories:
             for name, side in sides.items():
                 seconds, memory_id = timed(side.add, conversation.id, memory.text)
                 results[name].one_by_one_seconds.append(seconds)  # type: ignore[union-attr]
-                dia_ids[name][memory_id] = memory.dia_ids
+                dia_ids[name].setdefault(memory_id, set()).update(memory.dia_ids)
         for question in conversation.questions:
             for name, side in sides.items():
                 seconds, ids = timed(side.search, conversation.id, question.text, USER_LIMIT)
                 results[name].search_seconds.append(seconds)  # type: ignore[union-attr]
-                ranking = [dia_ids[name].get(i, ()) for i in ids[:LIMIT]]
+                ranking = [tuple(dia_ids[name].get(i, ())) for i in ids[:LIMIT]]
                 recalls[name].append(recall_at_k(ranking, question.evidence, LIMIT))
                 if floor is not None and name != "mem0":
                     seconds, _ = timed(floor.search, conversation.id, question.text, USER_LIMIT)
