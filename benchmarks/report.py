@@ -21,8 +21,8 @@ import psycopg
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
-SECTIONS = ("intro", "environment", "peers", "latency", "latency-default-threads", "latency-onnx",
-            "scale", "ingestion", "concurrency", "onnx")
+SECTIONS = ("intro", "environment", "peers", "peers-user", "latency", "latency-default-threads",
+            "latency-onnx", "scale", "ingestion", "concurrency", "onnx")
 INTRO = """# Benchmarks
 
 Performance of pgmem on one machine. Each part is one command that prints its tables and

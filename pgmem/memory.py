@@ -458,10 +458,11 @@ class Memory(operations.Configured):
         ts_config: str | None = None,
     ) -> str:
         """The statement :meth:`search` would send for a scope of any size (see
-        :meth:`explain_search`), with its parameters inlined: to read, or to run by hand. Search runs it as a prepared statement with a generic plan, after
-        ``plan_cache_mode = force_generic_plan`` and ``jit = off`` (and, on pgvector >= 0.8,
-        ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search`` = the over-fetch, at
-        least 40), set locally in the same round trip; EXPLAIN of this text shows a plan made
+        :meth:`explain_search`), with its parameters inlined: to read, or to run by hand.
+        Search runs it as a prepared statement with a generic plan, after
+        ``plan_cache_mode = force_generic_plan``, ``jit = off`` and ``enable_seqscan = off``
+        (and, on pgvector >= 0.8, ``hnsw.iterative_scan = relaxed_order`` and
+        ``hnsw.ef_search`` = the over-fetch, at least 40), set locally in the same round trip; EXPLAIN of this text shows a plan made
         for these values. :meth:`explain_search` shows the plan search runs with.
         """
         return run(self._connector, self._ops.search_sql(

@@ -815,10 +815,14 @@ SELECT c.oid::regconfig::text AS name FROM pg_ts_config c ORDER BY 1
 -- local to the transaction both run in (on a connection of pgmem's own, the implicit one of
 -- that round trip): the statement's generic plan (planning it costs more than running it),
 -- made without JIT (its generic cost passes jit_above_cost on a large table: 60 ms of
--- compiling per call at 1M rows); and (pgvector >= 0.8) iterative HNSW scans, with
--- ef_search at the semantic leg's over-fetch.
+-- compiling per call at 1M rows) and without sequential scans where another path exists: a
+-- generic plan estimates a scope at 1/n_distinct of the table, so with a handful of scopes it
+-- read every scope's rows to search one (the whole table; with 5 LoCoMo conversations, 5x the
+-- scope); and (pgvector >= 0.8) iterative HNSW scans, with ef_search at the semantic leg's
+-- over-fetch.
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
        set_config('jit', 'off', true),
+       set_config('enable_seqscan', 'off', true),
        set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', %(ef_search)s::text, true)
 
@@ -826,7 +830,8 @@ SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 -- search_settings for pgvector < 0.8, which has no iterative scans (the search scans the scope
 -- exactly).
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
-       set_config('jit', 'off', true)
+       set_config('jit', 'off', true),
+       set_config('enable_seqscan', 'off', true)
 
 -- name: pgvector_version
 SELECT extversion FROM pg_extension WHERE extname = 'vector'
