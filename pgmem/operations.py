@@ -5,7 +5,8 @@ to do — :class:`Compute` (model work, run directly by ``Memory`` and in a work
 ``AsyncMemory``) and :class:`Transaction` (the statements of one transaction, built by the
 ``*_steps`` functions from :class:`~pgmem.store.Store`) — and returns the call's result. The
 facades only run what is yielded, so the two cannot drift. The pure builders the calls use live
-in :mod:`pgmem.builders`.
+in :mod:`pgmem.builders`; the model work a :class:`Compute` runs, in
+:class:`pgmem.model_work.ModelWork`; the configuration, in :class:`pgmem.settings.Settings`.
 """
 
 
