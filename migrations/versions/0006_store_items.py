@@ -64,10 +64,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     schema = current_settings().schema
     for statement in (
-        (
-            f'DELETE FROM "{schema}".memories WHERE namespace IS NOT NULL',  # items have no scope
-            f'DROP INDEX "{schema}".memory_entities_namespace_idx'
-        ),
+        f'DELETE FROM "{schema}".memories WHERE namespace IS NOT NULL',  # items have no scope
+        f'DROP INDEX "{schema}".memory_entities_namespace_idx',
         f'ALTER TABLE "{schema}".memory_entities DROP COLUMN namespace',
         f'DROP INDEX "{schema}".memories_expires_idx',
         f'DROP INDEX "{schema}".memories_item_key',
