@@ -5,6 +5,7 @@ installed."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -78,6 +79,19 @@ def test_the_server_holds_postgres_and_the_models_between_commands(
     assert "with entity recognition" in out and out.endswith("no problems found\n"), out
     status, out = run(capsys, "server", "status")
     assert status == 0 and "pgmem server running" in out and "spaCy " in out
+
+    # A command under other model settings than the server started with loads its own
+    # models: under onnx-int8 it refuses the schema the server's embedder wrote.
+    if importlib.util.find_spec("onnxruntime") is not None:
+        monkeypatch.setattr(cli, "_models", lambda: None)  # made from the settings
+        monkeypatch.setenv("PGMEM_EMBEDDING_BACKEND", "onnx-int8")
+        monkeypatch.setenv("PGMEM_CACHE_DIR", str(home / "cache"))
+        status, out = run(capsys, "add", "Chen also sings", "--user", "chen")
+        assert status == 2, out
+        assert "the running pgmem server's models are not this command's" in out
+        assert "embedder is 'sentence-transformers/all-MiniLM-L6-v2 (int8)'" in out
+        monkeypatch.delenv("PGMEM_EMBEDDING_BACKEND")
+        monkeypatch.setattr(cli, "_models", no_models)
 
     # PostgreSQL crashes: the server starts it again on the next command.
     os.kill(first_postmaster, signal.SIGKILL)

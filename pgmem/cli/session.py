@@ -63,6 +63,7 @@ class Session:
         self._autostart = autostart(args, self.settings)
         self._embedded: DefaultDatabase | None = None
         self._background: ServerClient | None = None
+        self._server_models: dict[str, Any] = {}  # what the running server said of its models
         self._looked_for_background = False
         self._memory: Memory | None = None
         self._models: ModelWork | None = None
@@ -100,12 +101,27 @@ class Session:
             if state is not None:
                 client = ServerClient(state)
                 try:
-                    client.info()  # it answers, and its PostgreSQL runs
+                    self._server_models = client.info()  # it answers, its PostgreSQL runs
                 except PgmemError:
                     client.close()
                 else:
                     self._background = client
         return self._background
+
+    def _server_models_differ(self) -> str | None:
+        """How the running server's models differ from those this command's settings make
+        (the server was started with the settings of the command that started it), or None."""
+        from pgmem.embedding import make_embedder
+        from pgmem.embedding_space import embedder_name
+
+        info = self._server_models
+        here = embedder_name(make_embedder(None, self.settings))  # loads nothing
+        if info.get("embedder") != here:
+            return f"its embedder is {info.get('embedder')!r}, this command's {here!r}"
+        if info.get("spacy_config") != self.settings.spacy_model:
+            return (f"its spaCy model setting is {info.get('spacy_config')!r}, this command's "
+                    f"{self.settings.spacy_model!r}")
+        return None
 
     def dsn(self, *, migrate: bool = True) -> str:
         """The DSN. With none configured, the running ``pgmem server``'s, else starts the
@@ -131,13 +147,19 @@ class Session:
         return self._embedded.dsn(migrate=migrate)
 
     def models(self) -> tuple[Any, Any]:
-        """The embedder and spaCy pipeline: the running ``pgmem server``'s, else those
+        """The embedder and spaCy pipeline: the running ``pgmem server``'s when they are the
+        models this command's settings make (say, not under another
+        ``PGMEM_EMBEDDING_BACKEND`` than the server started with), else those
         ``pgmem.cli._models()`` returns (the one place tests replace them), else this
         command's :class:`~pgmem.model_work.ModelWork`, made from its settings as ``Memory()``
         makes its own."""
         server = self.background
         if server is not None:
-            return background.RemoteEmbedder(server), background.remote_analyzer(server)
+            differ = self._server_models_differ()
+            if differ is None:
+                return background.RemoteEmbedder(server), background.remote_analyzer(server)
+            print(f"pgmem: the running pgmem server's models are not this command's ({differ}):"
+                  f" this command loads its own", file=sys.stderr)
         from pgmem import cli
 
         given = cli._models()
