@@ -13,6 +13,8 @@ import pgmem
 from pgmem.distribute import REFERENCE_TABLES, TENANT_TABLES, distribute
 from tests.citus_support import drop_schema, new_schema
 
+pytestmark = pytest.mark.citus
+
 
 def placement(dsn: str, schema: str) -> dict[str, tuple[str, int]]:
     """Each pgmem table Citus knows: its partition method and colocation group."""
