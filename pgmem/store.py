@@ -313,14 +313,21 @@ class Store:
         """The search statement with its parameters inlined, for humans (EXPLAIN, --sql)."""
         return self._statement("search", params.row(), "text", str, filters)
 
-    def search_settings(self, ef_search: int | None) -> Statement[None]:
+    def search_settings(
+        self, ef_search: int | None, *, generic_plan: bool = True
+    ) -> Statement[None]:
         """The search's settings (see ``search_settings`` in ``sql/queries.sql``), local to the
-        transaction: its generic plan without JIT, and (``ef_search`` given, pgvector >= 0.8)
-        iterative HNSW scans fetching ``ef_search`` rows at first. Sent in the same round trip as
-        the search statement, before it."""
+        transaction: its generic plan (custom plans without ``generic_plan``: Citus distributes
+        only those) without JIT, and (``ef_search`` given, pgvector >= 0.8) iterative HNSW scans
+        fetching ``ef_search`` rows at first. Sent in the same round trip as the search
+        statement, before it."""
+        params: Row = {
+            "plan_cache_mode": "force_generic_plan" if generic_plan else "force_custom_plan"
+        }
         if ef_search is None:
-            return self._statement("search_settings_exact", {}, "nothing", _nothing)
-        return self._statement("search_settings", {"ef_search": ef_search}, "nothing", _nothing)
+            return self._statement("search_settings_exact", params, "nothing", _nothing)
+        params["ef_search"] = ef_search
+        return self._statement("search_settings", params, "nothing", _nothing)
 
     def text_search_configs(self) -> Statement[list[str]]:
         """The names of the database's text search configurations (``pg_ts_config``)."""

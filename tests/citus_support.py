@@ -7,6 +7,7 @@ on one server, would have to be created on every node)."""
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from typing import Any
 
@@ -66,12 +67,36 @@ def drop_schema(dsn: str, schema: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-def remote_commands(dsn: str, run: Any) -> list[str]:
-    """The commands the coordinator sends to workers while ``run(conn)`` runs, from
-    ``citus.log_remote_commands`` (NOTICEs on the connection ``run`` is given)."""
-    notices: list[str] = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET citus.log_remote_commands = on")
-        run(conn)
-    return [n for n in notices if n.startswith("issuing ")]
+class RemoteLog:
+    """A connection to the coordinator that logs the commands Citus sends to the workers
+    (``citus.log_remote_commands``): :meth:`commands` gives those of the calls since
+    :meth:`clear`, each with the node that ran it."""
+
+    def __init__(self, dsn: str) -> None:
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self._seen: list[tuple[str, str]] = []
+        self.conn.add_notice_handler(self._notice)
+        self.conn.execute("SET citus.log_remote_commands = on")
+
+    def _notice(self, diagnostic: Any) -> None:
+        message = diagnostic.message_primary or ""
+        if message.startswith("issuing "):
+            self._seen.append((message.removeprefix("issuing "), diagnostic.message_detail or ""))
+
+    def clear(self) -> None:
+        """Forget what was logged so far."""
+        self._seen.clear()
+
+    def commands(self) -> list[tuple[str, str]]:
+        """(command, node) of each command sent since :meth:`clear`; the node is "local" for a
+        shard of the coordinator itself."""
+        return [(c, re.sub(r" connectionId: \d+$", "", n).removeprefix("on server ") or "local")
+                for c, n in self._seen]
+
+    def nodes(self) -> set[str]:
+        """The nodes the commands since :meth:`clear` went to."""
+        return {node for _, node in self.commands()}
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()

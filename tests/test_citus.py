@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
 
 import pgmem
 from pgmem.distribute import REFERENCE_TABLES, TENANT_TABLES, distribute
-from tests.citus_support import drop_schema, new_schema
+from tests.citus_support import RemoteLog, drop_schema, new_schema
 
 pytestmark = pytest.mark.citus
 
@@ -100,3 +103,173 @@ def test_cli_distribute_without_citus(db_dsn: str) -> None:
     assert done.returncode == 2
     assert "pgmem: error: this database has no Citus extension" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- operations, each on the one worker holding the tenant ---------------------------------
+
+FACTS = [
+    ("I like green tea from Kyoto", {"topic": "food"}),
+    ("Helga Norberg moved to Tbilisi last spring", {"topic": "people"}),
+    ("My cat is called Miso and sleeps all day", {"topic": "pets"}),
+    ("Tomasz Wilk plays chess in Ostrava on Fridays", {"topic": "people"}),
+    ("The budget meeting is on Monday at nine", {"topic": "work"}),
+]
+
+
+@pytest.fixture
+def logged(citus_dsn: str, citus_schema: str, embedder: pgmem.SentenceTransformerEmbedder,
+           analyzer: pgmem.TextAnalyzer) -> Iterator[tuple[pgmem.Memory, RemoteLog]]:
+    """A Memory of tenant ``acme`` on a connection whose remote commands are logged, with
+    FACTS stored for user u1 (and one memory of another tenant)."""
+    with pgmem.Memory(citus_dsn, embedder=embedder, nlp=analyzer, schema=citus_schema,
+                      tenant="other") as other:
+        other.add("I like green tea from Kyoto", user_id="u1")
+    log = RemoteLog(citus_dsn)
+    try:
+        with pgmem.Memory(log.conn, embedder=embedder, nlp=analyzer, schema=citus_schema,
+                          tenant="acme") as mem:
+            mem.add_many([{"text": t, "user_id": "u1", "metadata": m} for t, m in FACTS])
+            mem.search("warm up", user_id="u1")
+            log.clear()
+            yield mem, log
+    finally:
+        log.close()
+
+
+def tenant_node(dsn: str, schema: str, tenant: str) -> str:
+    """The node holding ``tenant``'s shard of ``memories``, as RemoteLog names nodes."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT nodename || ':' || nodeport FROM citus_shards"
+            " WHERE shardid = get_shard_id_for_distribution_column(%s::regclass, %s::text)",
+            (f"{schema}.memories", tenant),
+        ).fetchone()
+    assert row is not None
+    return f"postgres@{row[0]}"
+
+
+def one_round_on(log: RemoteLog, node: str) -> None:
+    """Every command since the last clear went to ``node``, and none is a two-phase commit."""
+    commands = log.commands()
+    assert commands, "nothing reached a worker"
+    assert log.nodes() == {node}, commands
+    assert not [c for c, _ in commands if "PREPARE TRANSACTION" in c], commands
+    log.clear()
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small scope", "any-size statement"])
+def test_search_is_routed_to_the_tenants_worker(
+    logged: tuple[pgmem.Memory, RemoteLog], citus_dsn: str, citus_schema: str, large: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: "could not create distributed plan" (a generic plan), and with custom plans the
+    any-size statement's HNSW and GIN legs went to every shard."""
+    from pgmem import builders
+
+    if large:
+        monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", 0)  # every scope is "large"
+    mem, log = logged
+    node = tenant_node(citus_dsn, citus_schema, "acme")
+    for mode in ("hybrid", "semantic", "keyword", "entity", "semantic+keyword"):
+        hits = mem.search("Where does Helga Norberg live?", user_id="u1", mode=mode, limit=3)
+        assert hits and hits[0].text == FACTS[1][0], (mode, hits)
+        one_round_on(log, node)
+    hits = mem.search("a drink", user_id="u1", filters={"topic": "food"}, threshold=0.0)
+    assert [h.text for h in hits] == [FACTS[0][0]]
+    one_round_on(log, node)
+    plan = mem.explain_search("green tea", user_id="u1")  # (ANALYZE: see docs/scaling.md)
+    assert "Plan" in plan
+    one_round_on(log, node)
+
+
+def test_reads_and_writes_of_a_tenant_give_correct_results(
+    logged: tuple[pgmem.Memory, RemoteLog], citus_dsn: str, citus_schema: str,
+) -> None:
+    mem, log = logged
+    node = tenant_node(citus_dsn, citus_schema, "acme")
+    page = mem.get_all(user_id="u1", limit=2)
+    assert len(page) == 2 and page.next_cursor is not None
+    rest = mem.get_all(user_id="u1", limit=10, cursor=page.next_cursor)
+    assert len(rest) == 3
+    one_round_on(log, node)
+    first = page.items[0]
+    assert mem.get(first.id).text == first.text
+    one_round_on(log, node)
+    updated = mem.update(first.id, text="I like jasmine tea from Fuzhou")
+    assert updated.text == "I like jasmine tea from Fuzhou"
+    assert [e.event for e in mem.history(first.id)] == ["ADD", "UPDATE"]
+    assert mem.search("jasmine", user_id="u1", limit=1)[0].id == first.id
+    mem.delete(first.id)
+    with pytest.raises(pgmem.NotFoundError):
+        mem.get(first.id)
+    assert mem.delete_all(user_id="u1") == 4
+    assert len(mem.get_all(user_id="u1")) == 0
+    log.clear()
+    # the other tenant's memory is untouched
+    with psycopg.connect(citus_dsn) as conn:
+        assert conn.execute(f"SELECT tenant, count(*) FROM {citus_schema}.memories"
+                            " GROUP BY tenant").fetchall() == [("other", 1)]
+
+
+# -- locks -----------------------------------------------------------------------------------
+
+HOLD = 2.0  # seconds a transaction holds its locks
+
+
+def held_while(first: Callable[[pgmem.Memory], object], second: Callable[[], object],
+               dsn: str, schema: str, embedder: object, analyzer: object) -> float:
+    """Run ``first`` in a transaction of a connection of its own that stays open HOLD seconds
+    after it; meanwhile (once ``first`` returned) run ``second``. Returns how long ``second``
+    took: about HOLD when ``first``'s locks held it up."""
+    started = threading.Event()
+    waited: list[float] = []
+
+    def then() -> None:
+        started.wait(30)
+        t0 = time.monotonic()
+        second()
+        waited.append(time.monotonic() - t0)
+
+    thread = threading.Thread(target=then)
+    thread.start()
+    with (psycopg.connect(dsn) as conn, conn.transaction(),
+          pgmem.Memory(conn, embedder=embedder, nlp=analyzer, schema=schema,
+                       tenant="acme") as mem):
+        first(mem)
+        started.set()
+        time.sleep(HOLD)
+    thread.join(60)
+    assert waited, "the second call did not finish"
+    return waited[0]
+
+
+def test_adds_and_updates_of_one_tenants_entities_exclude_each_other(
+    citus_memory: pgmem.Memory, citus_dsn: str, citus_schema: str,
+    embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """Before: the add took the entity-name lock on the coordinator and the update on a worker,
+    so an update waited 0.16 s for an add holding the lock 5 s."""
+    mem = citus_memory
+    kept = mem.add("Helga Norberg likes long walks", user_id="u1")
+    gone = mem.add("Helga Norberg once lived in Oslo", user_id="u2")
+    # an update waits for an add of the same entity...
+    took = held_while(lambda m: m.add("Helga Norberg moved to Tbilisi", user_id="u3"),
+                      lambda: mem.update(kept.id, text="Helga Norberg likes short walks"),
+                      citus_dsn, citus_schema, embedder, analyzer)
+    assert took >= HOLD * 0.8, took
+    # ... a delete too, and an add waits for an update
+    took = held_while(lambda m: m.add("Helga Norberg bought a bike", user_id="u4"),
+                      lambda: mem.delete(gone.id), citus_dsn, citus_schema, embedder, analyzer)
+    assert took >= HOLD * 0.8, took
+    took = held_while(lambda m: m.update(kept.id, text="Helga Norberg likes the sea"),
+                      lambda: mem.add("Helga Norberg visits Ostrava", user_id="u5"),
+                      citus_dsn, citus_schema, embedder, analyzer)
+    assert took >= HOLD * 0.8, took
+    # another entity is not held up
+    took = held_while(lambda m: m.add("Helga Norberg reads novels", user_id="u6"),
+                      lambda: mem.add("Tomasz Wilk plays chess", user_id="u7"),
+                      citus_dsn, citus_schema, embedder, analyzer)
+    assert took < HOLD * 0.5, took
+    with psycopg.connect(citus_dsn) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {citus_schema}.entities"
+                            " WHERE name = 'helga norberg'").fetchone() == (1,)
