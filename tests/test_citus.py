@@ -3,6 +3,7 @@ after it, and the operations of one tenant, each routed to the one worker holdin
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -62,6 +63,11 @@ def test_distributed_at_an_older_revision_upgrades_to_head(citus_dsn: str) -> No
     try:
         pgmem.migrate(citus_dsn, schema=schema)
         pgmem.downgrade(citus_dsn, "0005", schema=schema)
+        with psycopg.connect(citus_dsn) as conn:  # a row from before: copied to its shard
+            conn.execute(
+                f"INSERT INTO {schema}.memories (tenant, user_id, text, content_hash, embedding,"
+                " lexemes, lexeme_count)"
+                " VALUES ('t', 'u', 'x', 'h', array_fill(0.1, '{384}')::vector, '', 0)")
         assert "tenant_secrets" not in distribute(citus_dsn, schema=schema)
         pgmem.migrate(citus_dsn, schema=schema)
         placed = placement(citus_dsn, schema)
@@ -70,6 +76,9 @@ def test_distributed_at_an_older_revision_upgrades_to_head(citus_dsn: str) -> No
         with psycopg.connect(citus_dsn) as conn:
             assert conn.execute(
                 f"SELECT version_num FROM {schema}.alembic_version").fetchone() == ("0007",)
+            assert conn.execute(f"SELECT text FROM {schema}.memories").fetchall() == [("x",)]
+            assert conn.execute(  # the coordinator's own copy was emptied
+                "SELECT pg_relation_size(%s)", (f"{schema}.memories",)).fetchone() == (0,)
             # 0006's columns and partial unique index reached the shards
             conn.execute(
                 f"INSERT INTO {schema}.memories (tenant, namespace, key, text, content_hash,"
@@ -273,3 +282,19 @@ def test_adds_and_updates_of_one_tenants_entities_exclude_each_other(
     with psycopg.connect(citus_dsn) as conn:
         assert conn.execute(f"SELECT count(*) FROM {citus_schema}.entities"
                             " WHERE name = 'helga norberg'").fetchone() == (1,)
+
+
+def test_stats_sizes_the_shards(citus_memory: pgmem.Memory, citus_dsn: str,
+                                citus_schema: str) -> None:
+    """Before: 0 B, the size of the coordinator's empty tables."""
+    citus_memory.add_many([t for t, _ in FACTS], user_id="u1")
+    done = subprocess.run(
+        [sys.executable, "-m", "pgmem.cli", "--dsn", citus_dsn, "--schema", citus_schema,
+         "--tenant", "acme", "stats", "--json"],
+        check=True, capture_output=True, text=True, timeout=120)
+    stats = json.loads(done.stdout)
+    sizes = {r["name"]: r for r in stats["relations"]}
+    assert sizes["memories"]["size"] > 0
+    assert sizes["memories"]["total_size"] > sizes["memories"]["size"]
+    assert sizes["memories_embedding_idx"]["size"] > 0
+    assert [(t["tenant"], t["memories"]) for t in stats["tenants"]] == [("acme", 5)]
