@@ -785,8 +785,15 @@ SELECT id, user_id, agent_id, run_id, text, metadata, created_at, updated_at FRO
 -- name: delete_memories
 -- Memories by id, with a DELETE event each; their links go by cascade, and the entities they
 -- linked that no other memory links are deleted. Run after lock_linked_entities. Returns the
--- ids deleted.
-WITH memory AS (
+-- ids deleted. The entities they link are read in a CTE of their own, first: Citus runs each
+-- CTE of a statement it cannot route whole as a step of its own, so that a later one would
+-- see the links already gone by cascade (PostgreSQL runs them all on one snapshot).
+WITH linked AS MATERIALIZED (
+    SELECT DISTINCT me.entity_id
+      FROM {schema}.memory_entities me
+     WHERE me.tenant = %(tenant)s AND me.memory_id = ANY(%(ids)s::uuid[])
+),
+memory AS (
     DELETE FROM {schema}.memories m
      WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])
     RETURNING m.tenant, m.id, m.text
@@ -799,12 +806,10 @@ event AS (
 orphan AS (
     DELETE FROM {schema}.entities e
      WHERE e.tenant = %(tenant)s
-       AND e.id IN (SELECT me.entity_id
-                      FROM {schema}.memory_entities me
-                     WHERE me.tenant = %(tenant)s AND me.memory_id IN (SELECT id FROM memory))
+       AND e.id IN (SELECT l.entity_id FROM linked l)
        AND NOT EXISTS (SELECT FROM {schema}.memory_entities me
                         WHERE me.tenant = %(tenant)s AND me.entity_id = e.id
-                          AND me.memory_id NOT IN (SELECT id FROM memory))
+                          AND me.memory_id <> ALL(%(ids)s::uuid[]))
 )
 SELECT id FROM memory
 

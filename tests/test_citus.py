@@ -298,3 +298,43 @@ def test_stats_sizes_the_shards(citus_memory: pgmem.Memory, citus_dsn: str,
     assert sizes["memories"]["total_size"] > sizes["memories"]["size"]
     assert sizes["memories_embedding_idx"]["size"] > 0
     assert [(t["tenant"], t["memories"]) for t in stats["tenants"]] == [("acme", 5)]
+
+
+def test_sixteen_threads_of_mixed_writes_and_searches(
+    citus_dsn: str, citus_schema: str, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """tests/test_reliability_concurrency.py's load (adds, batches, searches in scope, add-update-
+    delete churn over shared entities), 16 threads on the cluster: no error, no duplicate
+    entity, every acknowledged add there and every deleted one gone."""
+    from reliability_support import HashEmbedder
+
+    from tests.test_reliability_concurrency import Outcome, worker
+
+    threads_n = 16
+    outcome, stop, start = Outcome(), threading.Event(), threading.Barrier(threads_n)
+    with pgmem.Memory(citus_dsn, embedder=HashEmbedder(), nlp=analyzer, schema=citus_schema,
+                      tenant="acme", pool_max_size=8) as mem:
+        threads = [threading.Thread(target=worker, args=(i, mem, outcome, stop, start),
+                                    daemon=True) for i in range(threads_n)]
+        for thread in threads:
+            thread.start()
+        time.sleep(4.0)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not [t for t in threads if t.is_alive()], "threads hang: a deadlock?"
+    assert outcome.errors == [], outcome.errors
+    assert len(outcome.added) > 10 and outcome.searches > 0
+    with psycopg.connect(citus_dsn) as conn:
+        assert conn.execute(
+            f"SELECT tenant, name FROM {citus_schema}.entities"
+            " GROUP BY tenant, name HAVING count(*) > 1").fetchall() == []
+        stored = {r[0]: (r[1], r[2]) for r in conn.execute(
+            f"SELECT id, user_id, text FROM {citus_schema}.memories")}
+        unlinked = conn.execute(
+            f"SELECT count(*) FROM {citus_schema}.entities e WHERE NOT EXISTS (SELECT FROM"
+            f" {citus_schema}.memory_entities me WHERE me.tenant = e.tenant"
+            " AND me.entity_id = e.id)").fetchone()
+    assert {k: stored.get(k) for k in outcome.added} == outcome.added
+    assert not outcome.deleted & set(stored)
+    assert unlinked == (0,)
