@@ -338,3 +338,16 @@ def test_sixteen_threads_of_mixed_writes_and_searches(
     assert {k: stored.get(k) for k in outcome.added} == outcome.added
     assert not outcome.deleted & set(stored)
     assert unlinked == (0,)
+
+
+def test_reembed_refuses_a_distributed_schema_cleanly(
+    citus_memory: pgmem.Memory, citus_dsn: str, citus_schema: str,
+    embedder: pgmem.SentenceTransformerEmbedder,
+) -> None:
+    """Before: a driver error from ALTER COLUMN ... SET STORAGE, halfway into the run."""
+    citus_memory.add("I like green tea from Kyoto", user_id="u1")
+    with pytest.raises(pgmem.ConfigurationError, match="Citus"):
+        pgmem.reembed(citus_dsn, embedder, schema=citus_schema)
+    assert pgmem.abort_reembed(citus_dsn, schema=citus_schema) is False
+    assert pgmem.reembed_status(citus_dsn, schema=citus_schema).space.next is None
+    assert citus_memory.search("tea", user_id="u1")[0].text == "I like green tea from Kyoto"
