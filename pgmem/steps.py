@@ -304,7 +304,8 @@ def explain_search_steps(
         keyword_score=keyword_score, text_search=text_search,
     )
     return (
-        yield from result_of(store.explain_search(plan.params, request.condition, analyze=analyze))
+        yield from result_of(store.explain_search(plan.params, request.condition, analyze=analyze,
+                                                  generic_plan=not capabilities.citus))
     )
 
 

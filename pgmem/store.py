@@ -54,6 +54,9 @@ def execute(conn: psycopg.Connection, statement: Statement[T]) -> T:
     query, params, prepare = statement.query, statement.params, statement.prepare
     if statement.fetch == "text":
         return statement.read(psycopg.ClientCursor(conn).mogrify(query, params))
+    if statement.fetch in ("plan", "analyze") and statement.prepare is False:
+        row = conn.execute(explain_inline(psycopg.ClientCursor(conn), statement)).fetchone()
+        return statement.read(row[0] if row else None)
     if statement.fetch in ("plan", "analyze"):
         prepare_it, explain, deallocate = explain_statements(psycopg.ClientCursor(conn), statement)
         conn.execute(prepare_it)
@@ -120,6 +123,10 @@ async def execute_async(conn: psycopg.AsyncConnection, statement: Statement[T]) 
     query, params, prepare = statement.query, statement.params, statement.prepare
     if statement.fetch == "text":
         return statement.read(psycopg.AsyncClientCursor(conn).mogrify(query, params))
+    if statement.fetch in ("plan", "analyze") and statement.prepare is False:
+        explain = explain_inline(psycopg.AsyncClientCursor(conn), statement)
+        row = await (await conn.execute(explain)).fetchone()
+        return statement.read(row[0] if row else None)
     if statement.fetch in ("plan", "analyze"):
         cursor = psycopg.AsyncClientCursor(conn)
         prepare_it, explain, deallocate = explain_statements(cursor, statement)
@@ -134,6 +141,19 @@ async def execute_async(conn: psycopg.AsyncConnection, statement: Statement[T]) 
         await cur.execute(query, params, prepare=prepare, binary=statement.binary)
         fetched = await cur.fetchone() if statement.fetch == "one" else await cur.fetchall()
         return statement.read(fetched)
+
+
+def explain_inline(
+    cursor: psycopg.ClientCursor[Any] | psycopg.AsyncClientCursor[Any], statement: Statement[Any]
+) -> sql.Composed:
+    """EXPLAIN of ``statement`` with its values inlined: the custom plan, for a server whose
+    searches run with custom plans (Citus, whose EXPLAIN ANALYZE EXECUTE returns the worker's
+    plan as text inside its JSON)."""
+    text = cursor.mogrify(statement.query, statement.params)
+    return sql.SQL(sql_blocks()["explain_inline"]).format(
+        analyze=sql.SQL("true" if statement.fetch == "analyze" else "false"),
+        statement=sql.SQL(text),
+    )
 
 
 def explain_statements(
@@ -302,12 +322,15 @@ class Store:
         )
 
     def explain_search(
-        self, params: SearchParams, filters: sql.Composable, *, analyze: bool
+        self, params: SearchParams, filters: sql.Composable, *, analyze: bool,
+        generic_plan: bool = True,
     ) -> Statement[dict[str, Any]]:
         """EXPLAIN (FORMAT JSON) of the search statement's generic plan (run, with
-        ``analyze``), to run after :meth:`search_settings`."""
+        ``analyze``), to run after :meth:`search_settings`; without ``generic_plan`` (Citus),
+        of its custom plan, the statement sent with its values inlined."""
         fetch: Fetch = "analyze" if analyze else "plan"
-        return self._statement("search", params.row(), fetch, _plan, filters)
+        return self._statement("search", params.row(), fetch, _plan, filters,
+                               prepare=None if generic_plan else False)
 
     def search_sql(self, params: SearchParams, filters: sql.Composable) -> Statement[str]:
         """The search statement with its parameters inlined, for humans (EXPLAIN, --sql)."""

@@ -874,5 +874,10 @@ PREPARE {name} AS {statement}
 -- name: explain_execute
 EXPLAIN (FORMAT JSON, ANALYZE {analyze}) EXECUTE {name} ({values})
 
+-- name: explain_inline
+-- explain_search on Citus: the statement with its values inlined (the custom plan its
+-- searches run with there).
+EXPLAIN (FORMAT JSON, ANALYZE {analyze}) {statement}
+
 -- name: explain_deallocate
 DEALLOCATE {name}

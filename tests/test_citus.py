@@ -186,8 +186,8 @@ def test_search_is_routed_to_the_tenants_worker(
     hits = mem.search("a drink", user_id="u1", filters={"topic": "food"}, threshold=0.0)
     assert [h.text for h in hits] == [FACTS[0][0]]
     one_round_on(log, node)
-    plan = mem.explain_search("green tea", user_id="u1")  # (ANALYZE: see docs/scaling.md)
-    assert "Plan" in plan
+    plan = mem.explain_search("green tea", user_id="u1", analyze=True)
+    assert plan["Plan"]["Distributed Query"]["Job"]["Task Count"] == 1  # a router plan
     one_round_on(log, node)
 
 
