@@ -351,3 +351,61 @@ def test_reembed_refuses_a_distributed_schema_cleanly(
     assert pgmem.abort_reembed(citus_dsn, schema=citus_schema) is False
     assert pgmem.reembed_status(citus_dsn, schema=citus_schema).space.next is None
     assert citus_memory.search("tea", user_id="u1")[0].text == "I like green tea from Kyoto"
+
+
+def test_a_busy_tenant_moves_to_another_worker(
+    citus_dsn: str, citus_schema: str, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """citus_move_shard_placement (online, Citus' default transfer mode) of the tenant's shard
+    group while 8 clients search and add to it: every call succeeds, nothing is lost, and the
+    tenant lives on the other worker afterwards."""
+    from reliability_support import HashEmbedder
+
+    errors: list[BaseException] = []
+    added: list[object] = []
+    searches = [0]
+    stop = threading.Event()
+    with pgmem.Memory(citus_dsn, embedder=HashEmbedder(), nlp=analyzer, schema=citus_schema,
+                      tenant="busy", pool_max_size=8) as mem:
+        mem.add_many([f"Helga Norberg wrote note {i}" for i in range(50)], user_id="u")
+
+        def client(k: int) -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                try:
+                    if k % 2:
+                        added.append(mem.add(f"client {k} note {n} from Tbilisi", user_id="u").id)
+                    else:
+                        assert mem.search("Helga in Tbilisi", user_id="u", limit=5)
+                        searches[0] += 1
+                except BaseException as exc:  # noqa: BLE001 - every error is the test's business
+                    errors.append(exc)
+
+        clients = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(8)]
+        for thread in clients:
+            thread.start()
+        time.sleep(1.0)
+        before = tenant_node(citus_dsn, citus_schema, "busy")
+        with psycopg.connect(citus_dsn, autocommit=True) as conn:
+            shard, host, port = conn.execute(
+                "SELECT shardid, nodename, nodeport FROM citus_shards"
+                " WHERE shardid = get_shard_id_for_distribution_column(%s::regclass, 'busy')",
+                (f"{citus_schema}.memories",)).fetchone() or (None, None, None)
+            target = conn.execute(
+                "SELECT nodeport FROM pg_dist_node WHERE noderole = 'primary'"
+                " AND shouldhaveshards AND nodeport <> %s ORDER BY nodeid LIMIT 1",
+                (port,)).fetchone()
+            assert target is not None
+            conn.execute("SELECT citus_move_shard_placement(%s, %s, %s, %s, %s)",
+                         (shard, host, port, host, target[0]))
+        time.sleep(1.0)
+        stop.set()
+        for thread in clients:
+            thread.join(timeout=60)
+        after = tenant_node(citus_dsn, citus_schema, "busy")
+        assert after != before
+        assert errors == [], errors[:3]
+        assert len(added) > 0 and searches[0] > 0
+        stored = {m.id for m in mem.get_all(user_id="u", limit=1000)}
+        assert set(added) <= stored and len(stored) == 50 + len(added)
