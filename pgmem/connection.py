@@ -81,7 +81,10 @@ Source = Union[  # the SQLAlchemy names are strings: SQLAlchemy is imported only
 AsyncSource = str | LazyDsn | psycopg.AsyncConnection | AsyncConnectionPool | None
 
 ITERATIVE_SCAN_VERSION = (0, 8)
-CAPABILITIES_QUERY = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+CAPABILITIES_QUERY = (
+    "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'),"
+    " EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
+)
 # Any statement makes psycopg begin the caller's transaction the way it begins it for their own
 # statements (with the connection's isolation level and read-only settings).
 BEGIN_HOST_TRANSACTION = "SELECT"
@@ -121,9 +124,12 @@ def _connect_kwargs(conninfo: str, connect_timeout: float) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ServerCapabilities:
-    """What the connected server's pgvector supports."""
+    """What the connected server's pgvector supports, and whether it is a Citus node."""
 
     pgvector_version: str
+    #: The database has the Citus extension: its planner cannot distribute the search
+    #: statement's generic plan, so searches run with custom plans there.
+    citus: bool = False
 
     @property
     def iterative_scan(self) -> bool:
@@ -133,12 +139,12 @@ class ServerCapabilities:
 
 def server_capabilities(row: tuple[Any, ...] | None) -> ServerCapabilities:
     """The capabilities from the row of :data:`CAPABILITIES_QUERY`; SchemaError without one."""
-    if row is None:
+    if row is None or row[0] is None:
         raise SchemaError(
             "pgvector is not installed in this database: run pgmem.migrate(dsn) "
             "(or `pgmem migrate`) first"
         )
-    return ServerCapabilities(pgvector_version=row[0])
+    return ServerCapabilities(pgvector_version=row[0], citus=bool(row[1]))
 
 
 def prepare_connection(conn: psycopg.Connection) -> ServerCapabilities:

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from pgmem.distribute import distribute, is_distributed
 from pgmem.errors import (
     ConfigurationError,
     ModelMismatchError,
     PgvectorError,
     SchemaError,
     translate,
+    wrap_db_errors,
 )
 
 if TYPE_CHECKING:  # Alembic and SQLAlchemy are imported when used: a command that runs no
@@ -208,6 +210,16 @@ def migrate(
                     )
     finally:
         engine.dispose()
+    _keep_distributed(dsn, schema)
+
+
+def _keep_distributed(dsn: str, schema: str) -> None:
+    """On a Citus coordinator whose schema is distributed, distribute a table a newer revision
+    created (it would otherwise stay a local table of the coordinator)."""
+    with wrap_db_errors(), psycopg.connect(dsn, autocommit=True) as conn:
+        distributed = is_distributed(conn, schema)
+    if distributed:
+        distribute(dsn, schema=schema)
 
 
 def downgrade(dsn: str = "", revision: str = "base", *, schema: str = DEFAULT_SCHEMA) -> None:

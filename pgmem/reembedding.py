@@ -31,6 +31,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgmem import validate
+from pgmem.distribute import is_distributed
 from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
 from pgmem.embedding_space import EmbeddingSpace, embedder_name, space_of_rows
 from pgmem.errors import (
@@ -138,6 +139,12 @@ def reembed(
         raise ConfigurationError("lock_timeout must be positive and switch_attempts at least 1")
     model = embedder if embedder is not None else SentenceTransformerEmbedder()
     with _connect(dsn) as conn:
+        if is_distributed(conn, schema):
+            raise ConfigurationError(
+                f"schema {schema!r} is distributed over a Citus cluster, where pgmem.reembed "
+                "does not run yet (Citus refuses its column storage change and trigger on "
+                "distributed tables): nothing was changed (docs/scaling.md)"
+            )
         run = _Run(conn, schema, model, size, progress, lock_timeout, switch_attempts)
         with run.exclusive():
             return run.go(storage)
@@ -154,6 +161,8 @@ def abort_reembed(dsn: str = "", *, schema: str = DEFAULT_SCHEMA) -> bool:
     """
     check_schema_name(schema)
     with _connect(dsn) as conn:
+        if is_distributed(conn, schema):
+            return False  # reembed refuses a distributed schema: none can be in progress
         run = _Run(conn, schema, None, 1, False, 2.0, 1)
         with run.exclusive():
             space = run.space()

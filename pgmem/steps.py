@@ -282,7 +282,9 @@ def search_settings(
     # default, MIN_EF_SEARCH: with 20 (a limit of 10) a walk through a graph of near-duplicate
     # clusters ended in the wrong cluster about one search in six (tests/test_halfvec.py).
     ef_search = min(max(scoring.internal_limit(request.limit), MIN_EF_SEARCH), MAX_EF_SEARCH)
-    return store.search_settings(ef_search if capabilities.iterative_scan else None)
+    return store.search_settings(
+        ef_search if capabilities.iterative_scan else None, generic_plan=not capabilities.citus
+    )
 
 
 def explain_search_steps(
@@ -302,7 +304,8 @@ def explain_search_steps(
         keyword_score=keyword_score, text_search=text_search,
     )
     return (
-        yield from result_of(store.explain_search(plan.params, request.condition, analyze=analyze))
+        yield from result_of(store.explain_search(plan.params, request.condition, analyze=analyze,
+                                                  generic_plan=not capabilities.citus))
     )
 
 

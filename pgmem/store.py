@@ -54,6 +54,9 @@ def execute(conn: psycopg.Connection, statement: Statement[T]) -> T:
     query, params, prepare = statement.query, statement.params, statement.prepare
     if statement.fetch == "text":
         return statement.read(psycopg.ClientCursor(conn).mogrify(query, params))
+    if statement.fetch in ("plan", "analyze") and statement.prepare is False:
+        row = conn.execute(explain_inline(psycopg.ClientCursor(conn), statement)).fetchone()
+        return statement.read(row[0] if row else None)
     if statement.fetch in ("plan", "analyze"):
         prepare_it, explain, deallocate = explain_statements(psycopg.ClientCursor(conn), statement)
         conn.execute(prepare_it)
@@ -120,6 +123,10 @@ async def execute_async(conn: psycopg.AsyncConnection, statement: Statement[T]) 
     query, params, prepare = statement.query, statement.params, statement.prepare
     if statement.fetch == "text":
         return statement.read(psycopg.AsyncClientCursor(conn).mogrify(query, params))
+    if statement.fetch in ("plan", "analyze") and statement.prepare is False:
+        explain = explain_inline(psycopg.AsyncClientCursor(conn), statement)
+        row = await (await conn.execute(explain)).fetchone()
+        return statement.read(row[0] if row else None)
     if statement.fetch in ("plan", "analyze"):
         cursor = psycopg.AsyncClientCursor(conn)
         prepare_it, explain, deallocate = explain_statements(cursor, statement)
@@ -134,6 +141,19 @@ async def execute_async(conn: psycopg.AsyncConnection, statement: Statement[T]) 
         await cur.execute(query, params, prepare=prepare, binary=statement.binary)
         fetched = await cur.fetchone() if statement.fetch == "one" else await cur.fetchall()
         return statement.read(fetched)
+
+
+def explain_inline(
+    cursor: psycopg.ClientCursor[Any] | psycopg.AsyncClientCursor[Any], statement: Statement[Any]
+) -> sql.Composed:
+    """EXPLAIN of ``statement`` with its values inlined: the custom plan, for a server whose
+    searches run with custom plans (Citus, whose EXPLAIN ANALYZE EXECUTE returns the worker's
+    plan as text inside its JSON)."""
+    text = cursor.mogrify(statement.query, statement.params)
+    return sql.SQL(sql_blocks()["explain_inline"]).format(
+        analyze=sql.SQL("true" if statement.fetch == "analyze" else "false"),
+        statement=sql.SQL(text),
+    )
 
 
 def explain_statements(
@@ -302,25 +322,35 @@ class Store:
         )
 
     def explain_search(
-        self, params: SearchParams, filters: sql.Composable, *, analyze: bool
+        self, params: SearchParams, filters: sql.Composable, *, analyze: bool,
+        generic_plan: bool = True,
     ) -> Statement[dict[str, Any]]:
         """EXPLAIN (FORMAT JSON) of the search statement's generic plan (run, with
-        ``analyze``), to run after :meth:`search_settings`."""
+        ``analyze``), to run after :meth:`search_settings`; without ``generic_plan`` (Citus),
+        of its custom plan, the statement sent with its values inlined."""
         fetch: Fetch = "analyze" if analyze else "plan"
-        return self._statement("search", params.row(), fetch, _plan, filters)
+        return self._statement("search", params.row(), fetch, _plan, filters,
+                               prepare=None if generic_plan else False)
 
     def search_sql(self, params: SearchParams, filters: sql.Composable) -> Statement[str]:
         """The search statement with its parameters inlined, for humans (EXPLAIN, --sql)."""
         return self._statement("search", params.row(), "text", str, filters)
 
-    def search_settings(self, ef_search: int | None) -> Statement[None]:
+    def search_settings(
+        self, ef_search: int | None, *, generic_plan: bool = True
+    ) -> Statement[None]:
         """The search's settings (see ``search_settings`` in ``sql/queries.sql``), local to the
-        transaction: its generic plan without JIT, and (``ef_search`` given, pgvector >= 0.8)
-        iterative HNSW scans fetching ``ef_search`` rows at first. Sent in the same round trip as
-        the search statement, before it."""
+        transaction: its generic plan (custom plans without ``generic_plan``: Citus distributes
+        only those) without JIT, and (``ef_search`` given, pgvector >= 0.8) iterative HNSW scans
+        fetching ``ef_search`` rows at first. Sent in the same round trip as the search
+        statement, before it."""
+        params: Row = {
+            "plan_cache_mode": "force_generic_plan" if generic_plan else "force_custom_plan"
+        }
         if ef_search is None:
-            return self._statement("search_settings_exact", {}, "nothing", _nothing)
-        return self._statement("search_settings", {"ef_search": ef_search}, "nothing", _nothing)
+            return self._statement("search_settings_exact", params, "nothing", _nothing)
+        params["ef_search"] = ef_search
+        return self._statement("search_settings", params, "nothing", _nothing)
 
     def text_search_configs(self) -> Statement[list[str]]:
         """The names of the database's text search configurations (``pg_ts_config``)."""

@@ -84,7 +84,9 @@ query_terms AS MATERIALIZED (
 -- the scope's (created_at, id) order): exact, and faster than an index walk over a table where
 -- it is a small fraction. A larger one is searched through the HNSW and GIN indexes (the
 -- large_scope_* blocks), its conditions wrapped in IS TRUE, which no btree index matches, so
--- that the plan cannot read the scope by a scope id instead.
+-- that the plan cannot read the scope by a scope id instead. Those legs name the tenant once
+-- more, compared under COLLATE "C" (the same equality; no btree index matches it either): the
+-- condition by which Citus routes the statement to the one shard of the tenant.
 scope_size AS MATERIALIZED (
     SELECT count(*) AS n
       FROM (SELECT FROM {schema}.memories m WHERE {scope} LIMIT %(scan_rows)s + 1) s
@@ -305,7 +307,7 @@ UNION ALL
         m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector) AS semantic
    FROM {schema}.memories m
   WHERE NOT %(exact_scan)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s
-    AND ({scope}) IS TRUE
+    AND m.tenant = %(tenant)s COLLATE "C" AND ({scope}) IS TRUE
   ORDER BY m.embedding <=> %(embedding)s::vector
   LIMIT %(semantic_limit)s)
 UNION ALL
@@ -337,7 +339,8 @@ UNION ALL
   WHERE (SELECT q.tsquery FROM query_terms q) IS NOT NULL
     AND (SELECT n FROM scope_size) > %(scan_rows)s
     AND m.lexemes @@ (SELECT q.tsquery FROM query_terms q)
-    AND m.ts_config = %(ts_config)s::text AND ({scope}) IS TRUE)
+    AND m.ts_config = %(ts_config)s::text
+    AND m.tenant = %(tenant)s COLLATE "C" AND ({scope}) IS TRUE)
 
 -- name: large_scope_scope_links
 -- A large scope's entity links: from its memories.
@@ -782,8 +785,15 @@ SELECT id, user_id, agent_id, run_id, text, metadata, created_at, updated_at FRO
 -- name: delete_memories
 -- Memories by id, with a DELETE event each; their links go by cascade, and the entities they
 -- linked that no other memory links are deleted. Run after lock_linked_entities. Returns the
--- ids deleted.
-WITH memory AS (
+-- ids deleted. The entities they link are read in a CTE of their own, first: Citus runs each
+-- CTE of a statement it cannot route whole as a step of its own, so that a later one would
+-- see the links already gone by cascade (PostgreSQL runs them all on one snapshot).
+WITH linked AS MATERIALIZED (
+    SELECT DISTINCT me.entity_id
+      FROM {schema}.memory_entities me
+     WHERE me.tenant = %(tenant)s AND me.memory_id = ANY(%(ids)s::uuid[])
+),
+memory AS (
     DELETE FROM {schema}.memories m
      WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])
     RETURNING m.tenant, m.id, m.text
@@ -796,12 +806,10 @@ event AS (
 orphan AS (
     DELETE FROM {schema}.entities e
      WHERE e.tenant = %(tenant)s
-       AND e.id IN (SELECT me.entity_id
-                      FROM {schema}.memory_entities me
-                     WHERE me.tenant = %(tenant)s AND me.memory_id IN (SELECT id FROM memory))
+       AND e.id IN (SELECT l.entity_id FROM linked l)
        AND NOT EXISTS (SELECT FROM {schema}.memory_entities me
                         WHERE me.tenant = %(tenant)s AND me.entity_id = e.id
-                          AND me.memory_id NOT IN (SELECT id FROM memory))
+                          AND me.memory_id <> ALL(%(ids)s::uuid[]))
 )
 SELECT id FROM memory
 
@@ -813,14 +821,15 @@ SELECT c.oid::regconfig::text AS name FROM pg_ts_config c ORDER BY 1
 -- name: search_settings
 -- The search's settings, sent in the same round trip as the search statement, before it, and
 -- local to the transaction both run in (on a connection of pgmem's own, the implicit one of
--- that round trip): the statement's generic plan (planning it costs more than running it),
--- made without JIT (its generic cost passes jit_above_cost on a large table: 60 ms of
--- compiling per call at 1M rows) and without sequential scans where another path exists: a
--- generic plan estimates a scope at 1/n_distinct of the table, so with a handful of scopes it
--- read every scope's rows to search one (the whole table; with 5 LoCoMo conversations, 5x the
--- scope); and (pgvector >= 0.8) iterative HNSW scans, with ef_search at the semantic leg's
--- over-fetch.
-SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+-- that round trip): the statement's generic plan (planning it costs more than running it) --
+-- on Citus custom plans (%(plan_cache_mode)s force_custom_plan), the only ones its planner
+-- can route to the worker holding the tenant --, made without JIT (its generic cost passes
+-- jit_above_cost on a large table: 60 ms of compiling per call at 1M rows) and without
+-- sequential scans where another path exists: a generic plan estimates a scope at
+-- 1/n_distinct of the table, so with a handful of scopes it read every scope's rows to search
+-- one (the whole table; with 5 LoCoMo conversations, 5x the scope); and (pgvector >= 0.8)
+-- iterative HNSW scans, with ef_search at the semantic leg's over-fetch.
+SELECT set_config('plan_cache_mode', %(plan_cache_mode)s::text, true),
        set_config('jit', 'off', true),
        set_config('enable_seqscan', 'off', true),
        set_config('hnsw.iterative_scan', 'relaxed_order', true),
@@ -829,7 +838,7 @@ SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 -- name: search_settings_exact
 -- search_settings for pgvector < 0.8, which has no iterative scans (the search scans the scope
 -- exactly).
-SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+SELECT set_config('plan_cache_mode', %(plan_cache_mode)s::text, true),
        set_config('jit', 'off', true),
        set_config('enable_seqscan', 'off', true)
 
@@ -864,6 +873,11 @@ PREPARE {name} AS {statement}
 
 -- name: explain_execute
 EXPLAIN (FORMAT JSON, ANALYZE {analyze}) EXECUTE {name} ({values})
+
+-- name: explain_inline
+-- explain_search on Citus: the statement with its values inlined (the custom plan its
+-- searches run with there).
+EXPLAIN (FORMAT JSON, ANALYZE {analyze}) {statement}
 
 -- name: explain_deallocate
 DEALLOCATE {name}

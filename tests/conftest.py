@@ -19,6 +19,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import pgmem
+from tests import citus_support
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # A command run by a test starts no background `pgmem server` unless the test asks for one.
@@ -131,4 +132,31 @@ def memory(
 ) -> Iterator[pgmem.Memory]:
     """A Memory on a fresh database with the real models."""
     with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        yield mem
+
+
+@pytest.fixture(scope="session")
+def citus_dsn() -> str:
+    """The DSN of the test Citus cluster's coordinator (tests/citus_support.py)."""
+    return citus_support.cluster_dsn()
+
+
+@pytest.fixture
+def citus_schema(citus_dsn: str) -> Iterator[str]:
+    """A pgmem schema migrated and distributed on the cluster, for one test."""
+    schema = citus_support.distributed_schema(citus_dsn)
+    yield schema
+    citus_support.drop_schema(citus_dsn, schema)
+
+
+@pytest.fixture
+def citus_memory(
+    citus_dsn: str,
+    citus_schema: str,
+    embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> Iterator[pgmem.Memory]:
+    """A Memory of tenant ``acme`` on a distributed schema of the cluster, real models."""
+    with pgmem.Memory(citus_dsn, embedder=embedder, nlp=analyzer, schema=citus_schema,
+                      tenant="acme") as mem:
         yield mem

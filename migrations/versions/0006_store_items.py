@@ -33,11 +33,16 @@ def upgrade() -> None:
             " ADD COLUMN key text, ADD COLUMN ttl_minutes double precision,"
             " ADD COLUMN expires_at timestamptz"
         ),
+        # One constraint per statement: Citus takes no ADD CONSTRAINT with other subcommands.
+        f'ALTER TABLE "{schema}".memories DROP CONSTRAINT memories_scope_check',
         (
-            f'ALTER TABLE "{schema}".memories DROP CONSTRAINT memories_scope_check,'
-            " ADD CONSTRAINT memories_scope_check CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL"
-            " OR run_id IS NOT NULL OR namespace IS NOT NULL),"
-            " ADD CONSTRAINT memories_item_check CHECK ((namespace IS NULL) = (key IS NULL))"
+            f'ALTER TABLE "{schema}".memories ADD CONSTRAINT memories_scope_check CHECK'
+            " (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL"
+            " OR namespace IS NOT NULL)"
+        ),
+        (
+            f'ALTER TABLE "{schema}".memories ADD CONSTRAINT memories_item_check'
+            " CHECK ((namespace IS NULL) = (key IS NULL))"
         ),
         (
             f'CREATE UNIQUE INDEX memories_item_key ON "{schema}".memories (tenant, namespace, key)'
@@ -69,11 +74,11 @@ def downgrade() -> None:
         f'ALTER TABLE "{schema}".memory_entities DROP COLUMN namespace',
         f'DROP INDEX "{schema}".memories_expires_idx',
         f'DROP INDEX "{schema}".memories_item_key',
+        f'ALTER TABLE "{schema}".memories DROP CONSTRAINT memories_item_check',
+        f'ALTER TABLE "{schema}".memories DROP CONSTRAINT memories_scope_check',
         (
-            f'ALTER TABLE "{schema}".memories DROP CONSTRAINT memories_item_check,'
-            " DROP CONSTRAINT memories_scope_check,"
-            " ADD CONSTRAINT memories_scope_check CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL"
-            " OR run_id IS NOT NULL)"
+            f'ALTER TABLE "{schema}".memories ADD CONSTRAINT memories_scope_check'
+            " CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL)"
         ),
         (
             f'ALTER TABLE "{schema}".memories DROP COLUMN namespace, DROP COLUMN key,'

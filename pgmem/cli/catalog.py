@@ -31,6 +31,13 @@ def catalog(
         raise translate(exc) from exc
 
 
+def relation_sizes(dsn: str, schema: str) -> list[dict[str, Any]]:
+    """The schema's tables and indexes with their sizes: on a Citus coordinator, summed over the
+    shards."""
+    citus = catalog(dsn, "has_citus", schema)[0]["citus"]
+    return catalog(dsn, "relations_citus" if citus else "relations", schema, {"schema": schema})
+
+
 def schema_state(dsn: str, schema: str) -> tuple[str | None, int | None]:
     """The schema's Alembic revision and embedding dimension (None, None when absent)."""
     engine = engine_for(dsn)

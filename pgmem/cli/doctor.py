@@ -7,9 +7,10 @@ import argparse
 from collections.abc import Iterator
 from typing import Any
 
-from pgmem.cli.catalog import catalog, schema_state
+from pgmem.cli.catalog import catalog, relation_sizes, schema_state
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session, autostart_off
+from pgmem.distribute import REFERENCE_TABLES, TENANT_TABLES
 from pgmem.errors import PgmemError
 from pgmem.migrate import MigrationSettings, alembic_config, parse_version
 from pgmem.nlp import BLANK
@@ -70,6 +71,8 @@ def cmd_doctor(args: argparse.Namespace, session: Session) -> int:
     _pgvector(doctor, server)
     schema_dim = _schema(doctor, dsn, schema) if server["installed"] else None
     memory_rows = _indexes(doctor, dsn, schema) if schema_dim else 0
+    if schema_dim:
+        _citus(doctor, dsn, schema)
     embedder_ok = _embedder(doctor, session, schema_dim)
     _spacy(doctor, session)
     if schema_dim and embedder_ok:
@@ -146,7 +149,7 @@ def _alembic_head(schema: str) -> str | None:
 
 
 def _indexes(doctor: Doctor, dsn: str, schema: str) -> int:
-    relations = catalog(dsn, "relations", schema, {"schema": schema})
+    relations = relation_sizes(dsn, schema)
     indexes = [r for r in relations if r["kind"] == "i"]
     missing = [
         f"{method} on {table}.{column}"
@@ -163,6 +166,19 @@ def _indexes(doctor: Doctor, dsn: str, schema: str) -> int:
                       "btree (scope columns, entity links)")
     rows = catalog(dsn, "count_memories", schema)
     return int(rows[0]["n"])
+
+
+def _citus(doctor: Doctor, dsn: str, schema: str) -> None:
+    """On a Citus coordinator, whether the schema is distributed by tenant."""
+    if not catalog(dsn, "has_citus", schema)[0]["citus"]:
+        return
+    placed = catalog(dsn, "citus_placement", schema, {"schema": schema})[0]
+    if placed["distributed"] < len(TENANT_TABLES) or placed["reference"] < len(REFERENCE_TABLES):
+        doctor.report("FAIL", f"Citus: {placed['distributed']} of pgmem's {len(TENANT_TABLES)} "
+                      "tenant tables are distributed", "run `pgmem distribute`")
+    else:
+        doctor.report("ok", f"Citus: the schema is distributed by tenant over "
+                      f"{placed['workers']} worker(s)")
 
 
 def _embedder(doctor: Doctor, session: Session, schema_dim: int | None) -> bool:

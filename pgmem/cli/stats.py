@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pgmem.cli.catalog import catalog, schema_dim
+from pgmem.cli.catalog import catalog, relation_sizes, schema_dim
 from pgmem.cli.options import Commands, print_json, size
 from pgmem.cli.session import Session
 from pgmem.errors import ConfigurationError, InvalidInputError
@@ -28,7 +28,7 @@ def cmd_stats(args: argparse.Namespace, session: Session) -> int:
         raise ConfigurationError(f"schema {schema!r} is not in this database: run `pgmem migrate`")
     counts = catalog(dsn, "stats_counts", schema)
     scopes = catalog(dsn, "stats_scopes", schema, {"tenant": session.tenant, "limit": args.scopes})
-    relations = catalog(dsn, "relations", schema, {"schema": schema})
+    relations = relation_sizes(dsn, schema)
     if args.json:
         print_json({"tenants": counts, "scopes": scopes, "relations": relations})
         return 0

@@ -1,0 +1,187 @@
+"""Search latency and add rate on a Citus cluster against one PostgreSQL server, same data.
+
+    python -m benchmarks.citus [--tenants 1000] [--memories 100] [--queries 200] [--adds 200]
+                               [--dsn DSN] [--citus-dsn DSN]
+
+Loads the same memories into a scratch database on one server (``--dsn``, else
+``PGMEM_BENCH_DSN``, else ``PGMEM_TEST_DSN``) and into a new schema on a Citus coordinator
+(``--citus-dsn``, else ``PGMEM_TEST_CITUS_DSN``; migrated and distributed with
+:func:`pgmem.distribute`): ``--tenants`` tenants of one user each holding ``--memories``
+memories (sentences drawn from a pool, embedded once with MiniLM; spaCy analyses each as pgmem
+does). Then, alternating between the two in rotating order, ``--queries`` searches, each in one
+random tenant's user scope (``limit=10``): end to end (``Memory.search``) and its SQL round trip
+(settings and statement, in psycopg's pipeline, timed by benchmarks.instruments); and
+``--adds`` single adds, each to a random tenant. Prints p50/p95 and the ratios Citus / one
+server. The scratch database and schema are dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+
+import pgmem
+from benchmarks.database import scratch_database, server_dsn
+from benchmarks.instruments import CLOCK, TimedConnection, TimingCursor
+from benchmarks.report import p50, p95, table
+from pgmem.distribute import distribute
+
+PEOPLE = ["Helga Norberg", "Tomasz Wilk", "Amara Okafor", "Ilse Brandt", "Ravi Menon",
+          "Lucia Ferreira", "Kenji Sato", "Maya Cohen"]
+PLACES = ["Tbilisi", "Ostrava", "Valparaiso", "Trondheim", "Kyoto", "Porto", "Accra", "Quito"]
+DOINGS = ["likes green tea", "plays chess on Fridays", "is learning to sail", "moved house",
+          "adopted a cat", "runs a bakery", "reads crime novels", "fixes old bicycles",
+          "sings in a choir", "grows tomatoes"]
+QUERIES = ["What does Helga like to drink?", "Who plays chess?", "Where did Kenji move?",
+           "Does anyone have a cat?", "Who runs a bakery in Porto?", "hobbies in Kyoto"]
+
+
+class CachedEmbedder:
+    """MiniLM, each distinct text embedded once (the pool is embedded up front)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", None) or inner.model_name
+        self.model_name = inner.model_name
+        self.cache: dict[str, npt.NDArray[np.float32]] = {}
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if missing:
+            for text, vector in zip(missing, self.inner.embed(missing)):
+                self.cache[text] = vector
+        return np.stack([self.cache[t] for t in texts]).astype(np.float32)
+
+
+def pool(size: int, rng: random.Random) -> list[str]:
+    """``size`` distinct sentences."""
+    seen: dict[str, None] = {}
+    while len(seen) < size:
+        seen[f"{rng.choice(PEOPLE)} {rng.choice(DOINGS)} in {rng.choice(PLACES)} "
+             f"(note {len(seen)})"] = None
+    return list(seen)
+
+
+def load(mem_for: Any, tenants: int, memories: int, sentences: list[str],
+         rng: random.Random) -> float:
+    """Store every tenant's memories (one add_many each); the seconds it took."""
+    began = time.perf_counter()
+    for t in range(tenants):
+        texts = rng.sample(sentences, memories)
+        mem_for(f"t{t}").add_many(texts, user_id="u")
+    return time.perf_counter() - began
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.citus", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tenants", type=int, default=1000)
+    parser.add_argument("--memories", type=int, default=100, help="per tenant")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--adds", type=int, default=200)
+    parser.add_argument("--dsn")
+    parser.add_argument("--citus-dsn")
+    args = parser.parse_args(argv)
+    citus_dsn = args.citus_dsn or os.environ.get("PGMEM_TEST_CITUS_DSN")
+    if not citus_dsn:
+        raise SystemExit("no Citus coordinator: pass --citus-dsn or set PGMEM_TEST_CITUS_DSN")
+    single = server_dsn(args.dsn)
+    rng = random.Random(27)
+    embedder = CachedEmbedder(pgmem.SentenceTransformerEmbedder())
+    analyzer = pgmem.TextAnalyzer()
+    sentences = pool(max(args.memories * 3, 1000), rng)
+    embedder.embed(sentences + QUERIES)
+    analyzer.analyze_many(QUERIES)  # loads spaCy before anything is timed
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    name = f"pgmem_bench_citus_{uuid.uuid4().hex[:8]}"
+    with scratch_database(single, name) as single_db:
+        pgmem.migrate(single_db, schema=schema)
+        pgmem.migrate(citus_dsn, schema=schema)
+        distribute(citus_dsn, schema=schema)
+        try:
+            return run(args, {"one server": single_db, "Citus": citus_dsn}, schema, embedder,
+                       analyzer, sentences, rng)
+        finally:
+            with psycopg.connect(citus_dsn, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def run(args: argparse.Namespace, dsns: dict[str, str], schema: str, embedder: Any,
+        analyzer: Any, sentences: list[str], rng: random.Random) -> int:
+    conns = {k: TimedConnection.connect(d, autocommit=True, cursor_factory=TimingCursor)
+             for k, d in dsns.items()}
+    memories: dict[tuple[str, str], pgmem.Memory] = {}
+
+    def mem(where: str, tenant: str) -> pgmem.Memory:
+        if (where, tenant) not in memories:
+            memories[where, tenant] = pgmem.Memory(conns[where], embedder=embedder,
+                                                   nlp=analyzer, schema=schema, tenant=tenant)
+        return memories[where, tenant]
+
+    loads = {}
+    for where in dsns:
+        loads[where] = load(lambda t, w=where: mem(w, t), args.tenants, args.memories,
+                            sentences, random.Random(7))
+        print(f"{where}: loaded {args.tenants * args.memories} memories in "
+              f"{loads[where]:.1f} s", file=sys.stderr)
+    end_to_end: dict[str, list[float]] = {w: [] for w in dsns}
+    sql: dict[str, list[float]] = {w: [] for w in dsns}
+    adds: dict[str, list[float]] = {w: [] for w in dsns}
+    order = list(dsns)
+    for where in order:  # warm up every connection's prepared statements
+        for q in QUERIES:
+            mem(where, "t0").search(q, user_id="u", limit=10)
+    for i in range(args.queries):
+        tenant, query = f"t{rng.randrange(args.tenants)}", rng.choice(QUERIES)
+        for where in order[i % 2:] + order[:i % 2]:
+            CLOCK.reset()
+            began = time.perf_counter()
+            mem(where, tenant).search(query, user_id="u", limit=10)
+            end_to_end[where].append(time.perf_counter() - began)
+            sql[where].append(CLOCK.get("pipeline"))
+    for i in range(args.adds):
+        tenant = f"t{rng.randrange(args.tenants)}"
+        text = f"{rng.choice(PEOPLE)} {rng.choice(DOINGS)} in {rng.choice(PLACES)} (add {i})"
+        embedder.embed([text])
+        for where in order[i % 2:] + order[:i % 2]:
+            began = time.perf_counter()
+            mem(where, tenant).add(text, user_id="u")
+            adds[where].append(time.perf_counter() - began)
+    for m in memories.values():
+        m.close()
+    for c in conns.values():
+        c.close()
+    ms = 1000.0
+    rows = []
+    for where in order:
+        rows.append([where, f"{p50(end_to_end[where]) * ms:.1f}",
+                     f"{p95(end_to_end[where]) * ms:.1f}", f"{p50(sql[where]) * ms:.2f}",
+                     f"{p95(sql[where]) * ms:.2f}", f"{len(adds[where]) / sum(adds[where]):.1f}",
+                     f"{args.tenants * args.memories / loads[where]:.0f}"])
+    one, citus = order
+    rows.append(["Citus / one server",
+                 f"{p50(end_to_end[citus]) / p50(end_to_end[one]):.2f}x",
+                 f"{p95(end_to_end[citus]) / p95(end_to_end[one]):.2f}x",
+                 f"{p50(sql[citus]) / p50(sql[one]):.2f}x",
+                 f"{p95(sql[citus]) / p95(sql[one]):.2f}x",
+                 f"{sum(adds[one]) / sum(adds[citus]):.2f}x",
+                 f"{loads[one] / loads[citus]:.2f}x"])
+    print(f"{args.tenants} tenants x {args.memories} memories, {args.queries} searches "
+          f"(limit 10) and {args.adds} single adds on each, alternating\n")
+    print(table(["", "search p50 ms", "search p95 ms", "SQL p50 ms", "SQL p95 ms",
+                 "adds/s (one at a time)", "load memories/s (add_many)"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
