@@ -140,7 +140,7 @@ class Memory(operations.Configured):
         reranker: Reranker | None = None,
         **options: Unpack[Options],
     ) -> None:
-        settings = Settings.from_env(**options) if settings is None else settings.replace(**options)
+        settings = Settings.of_memory(settings, options)
         self._ops = operations.Operations(
             settings, ModelWork(settings, embedder=embedder, nlp=nlp, reranker=reranker)
         )

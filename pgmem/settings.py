@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, TypeVar
 
@@ -35,6 +35,8 @@ DEFAULT_IDLE_TIMEOUT = 900.0
 #: ``model_concurrency``'s default: as many calls as this process may use cores.
 CORES: Literal["cores"] = "cores"
 
+#: The Memory options whose None means the setting's default (see Settings.of_memory).
+_NONE_IS_DEFAULT = ("ts_config", "limits")
 _YES = ("1", "true", "yes", "on")
 _NO = ("0", "false", "no", "off")
 
@@ -110,17 +112,39 @@ class Settings:
                 found[field] = parse(variable, raw)
         return dataclasses.replace(cls(), **found).replace(**overrides)
 
+    @classmethod
+    def of_memory(cls, settings: Settings | None, options: Options) -> Settings:
+        """The settings of a ``Memory``: ``settings`` (None: :meth:`from_env`) with its keyword
+        ``options`` over them. An option given as None stays None -- and is refused where it
+        is checked, as any other bad value -- except ``ts_config`` and ``limits``, whose None
+        is the setting's default.
+
+        Raises:
+            ConfigurationError: an option names no setting.
+        """
+        base = cls.from_env() if settings is None else settings
+        given: dict[str, Any] = {
+            name: value for name, value in options.items()
+            if value is not None or name not in _NONE_IS_DEFAULT
+        }
+        _check_names(given)
+        return dataclasses.replace(base, **given)
+
     def replace(self, **overrides: Any) -> Settings:
         """These settings with ``overrides`` (None values left out).
 
         Raises:
             ConfigurationError: an override names no setting.
         """
-        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(self)})
-        if unknown:
-            raise ConfigurationError(f"no such setting: {', '.join(unknown)}")
+        _check_names(overrides)
         given = {name: value for name, value in overrides.items() if value is not None}
         return dataclasses.replace(self, **given) if given else self
+
+
+def _check_names(names: Iterable[str]) -> None:
+    unknown = sorted(set(names) - {f.name for f in dataclasses.fields(Settings)})
+    if unknown:
+        raise ConfigurationError(f"no such setting: {', '.join(unknown)}")
 
 
 def _text(variable: str, raw: str) -> str:

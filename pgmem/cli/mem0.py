@@ -49,7 +49,7 @@ def cmd_import_mem0(args: argparse.Namespace, session: Session) -> int:
         raise InvalidInputError("--from-mem0 keeps each memory's own scope: drop --user, "
                                 "--agent and --run")
     if args.tenant is None:
-        session.tenant = args.collection
+        session.settings = session.settings.replace(tenant=args.collection)
     memory = session.memory()
     progress = ProgressBar("importing")
     try:

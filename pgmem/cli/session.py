@@ -58,7 +58,6 @@ class Session:
         #: The command's settings, one for everything it does (:func:`settings_of`).
         self.settings = settings_of(args)
         self.schema: str = self.settings.schema
-        self.tenant: str = self.settings.tenant
         self._dsn = configured_dsn(None, self.settings)
         self._autostart = autostart(args, self.settings)
         self._embedded: DefaultDatabase | None = None
@@ -68,6 +67,11 @@ class Session:
         self._memory: Memory | None = None
         self._models: ModelWork | None = None
         self._migrated = False
+
+    @property
+    def tenant(self) -> str:
+        """The tenant the command works on (its settings')."""
+        return self.settings.tenant
 
     @property
     def embedded(self) -> bool:

@@ -89,6 +89,13 @@ def test_memory_options_override_its_settings(monkeypatch: pytest.MonkeyPatch) -
     )
     with pytest.raises(ConfigurationError, match="keyword_score"):
         pgmem.Memory("postgresql:///unused", settings=given, keyword_score="bm99")
+    # None given for ts_config or limits is their default; for any other option, a bad value
+    memory = pgmem.Memory("postgresql:///unused", ts_config=None, limits=None)
+    assert memory.ts_config == "simple" and memory.limits == pgmem.Limits()
+    with pytest.raises(pgmem.InvalidInputError, match="tenant"):
+        pgmem.Memory("postgresql:///unused", tenant=None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="no such setting: tennant"):
+        pgmem.Memory("postgresql:///unused", tennant="x")  # type: ignore[call-arg]
 
 
 def test_the_variable_names_are_the_settings() -> None:
