@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 import pgmem
-from pgmem.distribute import distribute
+from pgmem.distribute import REFERENCE_TABLES, TENANT_TABLES, distribute
 
 HOW_TO_GET_A_CLUSTER = (
     "no Citus cluster for tests: start one with `CITUS_PORT=5601 bash "
@@ -65,6 +65,33 @@ def drop_schema(dsn: str, schema: str) -> None:
     """Drop ``schema`` with its distributed tables."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def schema_facts(dsn: str, schema: str = "pgmem") -> str:
+    """The rows of ``schema``'s reference tables as JSON (a new schema's: its embedding-model
+    record), for :func:`empty_schema` to put back."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            sql.SQL("SELECT coalesce(jsonb_agg(e), '[]')::text FROM {} e").format(
+                sql.Identifier(schema, "embedding_models")
+            )
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def empty_schema(dsn: str, facts: str, schema: str = "pgmem") -> None:
+    """Delete every row of ``schema``'s pgmem tables, then put back the reference rows
+    ``facts`` (from :func:`schema_facts`): the schema is as :func:`pgmem.migrate` left it."""
+    tables = [sql.Identifier(schema, t) for t in (*TENANT_TABLES, *REFERENCE_TABLES)]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(tables)))
+        conn.execute(
+            sql.SQL("INSERT INTO {t} SELECT * FROM jsonb_populate_recordset(NULL::{t}, %s)").format(
+                t=sql.Identifier(schema, "embedding_models")
+            ),
+            (facts,),
+        )
 
 
 class RemoteLog:

@@ -106,9 +106,38 @@ def empty_db_dsn(server_dsn: str) -> Iterator[str]:
     drop_database(server_dsn, name)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``also_on_citus`` that takes ``db_dsn`` (or a fixture built on it) runs
+    twice: ``[server]`` on one server, ``[citus]`` on the cluster's distributed ``pgmem``
+    schema, marked ``citus``; ``not_on_citus(reason)`` skips the second run, saying why."""
+    if "db_dsn" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "also_on_citus"
+    ):
+        marks = [pytest.mark.citus]
+        exempt = metafunc.definition.get_closest_marker("not_on_citus")
+        if exempt is not None:
+            marks.append(pytest.mark.skip(reason=f"not on Citus: {exempt.args[0]}"))
+        metafunc.parametrize(
+            "db_dsn",
+            [
+                pytest.param("server", id="server"),
+                pytest.param("citus", id="citus", marks=marks),
+            ],
+            indirect=True,
+        )
+
+
 @pytest.fixture
-def db_dsn(server_dsn: str, template_database: str) -> Iterator[str]:
-    """A fresh, migrated database for one test."""
+def db_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, migrated database for one test; for a test's ``[citus]`` run, the cluster's
+    distributed ``pgmem`` schema, emptied (tests/citus_support.py)."""
+    if getattr(request, "param", "server") == "citus":
+        dsn, facts = request.getfixturevalue("citus_default_schema")
+        citus_support.empty_schema(dsn, facts)
+        yield dsn
+        return
+    server_dsn: str = request.getfixturevalue("server_dsn")
+    template_database: str = request.getfixturevalue("template_database")
     name = f"pgmem_test_{uuid.uuid4().hex[:12]}"
     yield create_database(server_dsn, name, template=template_database)
     drop_database(server_dsn, name)
@@ -139,6 +168,18 @@ def memory(
 def citus_dsn() -> str:
     """The DSN of the test Citus cluster's coordinator (tests/citus_support.py)."""
     return citus_support.cluster_dsn()
+
+
+@pytest.fixture(scope="session")
+def citus_default_schema(citus_dsn: str) -> Iterator[tuple[str, str]]:
+    """The cluster's DSN, its ``pgmem`` schema migrated and distributed once per session (for
+    the ``[citus]`` runs of tests that name ``pgmem.<table>`` in their SQL), and the schema's
+    reference rows (citus_support.schema_facts); dropped at the end."""
+    citus_support.drop_schema(citus_dsn, "pgmem")
+    pgmem.migrate(citus_dsn)
+    citus_support.distribute(citus_dsn)
+    yield citus_dsn, citus_support.schema_facts(citus_dsn)
+    citus_support.drop_schema(citus_dsn, "pgmem")
 
 
 @pytest.fixture

@@ -23,7 +23,10 @@ import pytest
 
 import pgmem
 from pgmem import scoring
+from pgmem.distribute import citus_version
 from pgmem.nlp import TextAnalyzer
+
+pytestmark = pytest.mark.also_on_citus
 
 DIM = 384
 
@@ -253,8 +256,10 @@ def test_concurrent_adds_of_one_text_store_it_once(db_dsn: str, analyzer: TextAn
                 )
                 thread.start()
                 deadline = time.monotonic() + 15
+                # on Citus the lock is a worker's: citus_locks sees every node's
+                locks = "citus_locks" if citus_version(watcher) else "pg_locks"
                 while watcher.execute(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    f"SELECT count(*) FROM {locks} WHERE locktype = 'advisory' AND NOT granted"
                 ).fetchone() != (1,):
                     assert time.monotonic() < deadline, "the second add never waited"
                     time.sleep(0.05)

@@ -19,6 +19,8 @@ from reliability_support import HashEmbedder, assert_in_scope, duplicate_entitie
 
 import pgmem
 
+pytestmark = pytest.mark.also_on_citus
+
 PEOPLE = ["Helga Norberg", "Tomasz Wilk", "Amara Okafor", "Ilse Brandt"]
 PLACES = ["Tbilisi", "Ostrava", "Valparaiso", "Trondheim"]
 DURATION = 3.0  # seconds of load per run
