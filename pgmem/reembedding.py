@@ -139,12 +139,6 @@ def reembed(
         raise ConfigurationError("lock_timeout must be positive and switch_attempts at least 1")
     model = embedder if embedder is not None else SentenceTransformerEmbedder()
     with _connect(dsn) as conn:
-        if is_distributed(conn, schema):
-            raise ConfigurationError(
-                f"schema {schema!r} is distributed over a Citus cluster, where pgmem.reembed "
-                "does not run yet (Citus refuses its column storage change and trigger on "
-                "distributed tables): nothing was changed (docs/scaling.md)"
-            )
         run = _Run(conn, schema, model, size, progress, lock_timeout, switch_attempts)
         with run.exclusive():
             return run.go(storage)
@@ -161,12 +155,12 @@ def abort_reembed(dsn: str = "", *, schema: str = DEFAULT_SCHEMA) -> bool:
     """
     check_schema_name(schema)
     with _connect(dsn) as conn:
-        if is_distributed(conn, schema):
-            return False  # reembed refuses a distributed schema: none can be in progress
         run = _Run(conn, schema, None, 1, False, 2.0, 1)
         with run.exclusive():
             space = run.space()
             with conn.transaction():
+                if run.citus:
+                    run.execute("reembed_citus_sequential")
                 run.execute("reembed_abort")
             return space.next is not None
 
@@ -223,6 +217,10 @@ class _Run:
     ) -> None:
         self.conn = conn
         self.schema = schema
+        self.citus = is_distributed(conn, schema)
+        if self.citus:
+            # the re-embedding's trigger touches only the row it fires for, on its shard
+            conn.execute("SET citus.enable_unsafe_triggers = on")
         self.embedder = embedder
         self.batch_size = batch_size
         self.progress = progress
@@ -240,7 +238,16 @@ class _Run:
     def execute(
         self, name: str, params: dict[str, Any] | None = None, /, **parts: sql.Composable
     ) -> None:
-        self.conn.execute(self.compose(name, **parts), params)
+        """Run block ``name``; on Citus one statement at a time (a statement of the block ends
+        its line with ``;``): Citus sends some DDL's whole query text on to the shards, where
+        a text of several statements is refused."""
+        if not self.citus:
+            self.conn.execute(self.compose(name, **parts), params)
+            return
+        text = sql_blocks("reembed.sql")[name]
+        for statement in text.split(";\n"):
+            query = sql.SQL(statement).format(schema=sql.Identifier(self.schema), **parts)
+            self.conn.execute(query, params)
 
     def fetch(
         self, name: str, params: dict[str, Any] | None = None, /, **parts: sql.Composable
@@ -313,6 +320,7 @@ class _Run:
             if old.same_vectors(target):
                 return ReembedReport(old, old, 0, 0, 0, 0.0, time.monotonic() - started, False)
             self.check_pgvector(target)
+            self.check_citus(target)
             self.with_lock_retries(lambda: self.begin(target))
         for index in self.fetch("reembed_invalid_indexes", {"schema": self.schema}):
             self.execute("reembed_drop_index", index=sql.Identifier(index["name"]))
@@ -359,6 +367,15 @@ class _Run:
                 f"halfvec storage needs pgvector 0.7 or newer; the server has {version}"
             )
 
+    def check_citus(self, target: EmbeddingSpace) -> None:
+        if self.citus and target.storage == "halfvec":
+            raise ConfigurationError(
+                f"schema {self.schema!r} is distributed over a Citus cluster, where pgmem "
+                "cannot write halfvec columns (Citus 13 fails planning pgmem's insert into "
+                "one: 'not enough default arguments'): re-embed to a model of at most 2,000 "
+                "dimensions with storage='vector'; nothing was changed"
+            )
+
     def begin(self, target: EmbeddingSpace) -> None:
         """Step 1, in one transaction: the next model on record, the columns, the trigger."""
         vector_type = sql.SQL("{}({})").format(sql.SQL(target.storage), sql.Literal(target.dim))
@@ -369,11 +386,17 @@ class _Run:
                 {"model": target.model, "dim": target.dim, "storage": target.storage},
             )
             self.execute("reembed_add_columns", vector_type=vector_type)
+            if not self.citus:
+                self.execute("reembed_column_storage")
             self.execute("reembed_add_trigger")
 
     def set_lock_timeout(self) -> None:
+        """The transaction's settings: its lock timeout; on Citus, one connection per worker
+        (DDL and function commands after a multi-shard statement need it)."""
         milliseconds = f"{max(1, round(self.lock_timeout * 1000))}ms"
         self.execute("reembed_lock_timeout", {"lock_timeout": milliseconds})
+        if self.citus:
+            self.execute("reembed_citus_sequential")
 
     def with_lock_retries(self, step: Callable[[], None]) -> None:
         """Run ``step``; when its locks time out, wait a little and try again."""

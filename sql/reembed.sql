@@ -62,6 +62,9 @@ DROP INDEX CONCURRENTLY IF EXISTS {schema}.{index}
 -- name: reembed_lock_timeout
 SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 
+-- name: reembed_citus_sequential
+SELECT set_config('citus.multi_shard_modify_mode', 'sequential', true)
+
 -- name: reembed_begin
 -- Step 1 (in one transaction with the next blocks): the model on record...
 INSERT INTO {schema}.embedding_models (role, model, dim, storage)
@@ -70,8 +73,12 @@ VALUES ('next', %(model)s, %(dim)s, %(storage)s)
 -- name: reembed_add_columns
 -- ... the new columns (nullable, no default: no table rewrite) ...
 ALTER TABLE {schema}.memories ADD COLUMN IF NOT EXISTS embedding_next {vector_type};
+ALTER TABLE {schema}.entities ADD COLUMN IF NOT EXISTS embedding_next {vector_type}
+
+-- name: reembed_column_storage
+-- ... kept in the row, as the old columns (on one server; Citus refuses SET STORAGE on a
+-- distributed table, whose shards then keep the type's default, EXTENDED) ...
 ALTER TABLE {schema}.memories ALTER COLUMN embedding_next SET STORAGE MAIN;
-ALTER TABLE {schema}.entities ADD COLUMN IF NOT EXISTS embedding_next {vector_type};
 ALTER TABLE {schema}.entities ALTER COLUMN embedding_next SET STORAGE MAIN
 
 -- name: reembed_add_trigger

@@ -340,14 +340,18 @@ def test_sixteen_threads_of_mixed_writes_and_searches(
     assert unlinked == (0,)
 
 
-def test_reembed_refuses_a_distributed_schema_cleanly(
+def test_reembed_to_halfvec_is_refused_cleanly_on_citus(
     citus_memory: pgmem.Memory, citus_dsn: str, citus_schema: str,
     embedder: pgmem.SentenceTransformerEmbedder,
 ) -> None:
-    """Before: a driver error from ALTER COLUMN ... SET STORAGE, halfway into the run."""
+    """Citus cannot plan pgmem's insert into a halfvec column: a re-embedding to halfvec is
+    refused before changing anything (re-embedding to vector runs: test_reembed's [citus])."""
+    from tests.model_support import ProjectedEmbedder
+
     citus_memory.add("I like green tea from Kyoto", user_id="u1")
-    with pytest.raises(pgmem.ConfigurationError, match="Citus"):
-        pgmem.reembed(citus_dsn, embedder, schema=citus_schema)
+    wide = ProjectedEmbedder(embedder, 3072, "minilm-projected-3072")
+    with pytest.raises(pgmem.ConfigurationError, match="Citus.*halfvec"):
+        pgmem.reembed(citus_dsn, wide, schema=citus_schema)
     assert pgmem.abort_reembed(citus_dsn, schema=citus_schema) is False
     assert pgmem.reembed_status(citus_dsn, schema=citus_schema).space.next is None
     assert citus_memory.search("tea", user_id="u1")[0].text == "I like green tea from Kyoto"

@@ -19,6 +19,7 @@ from pgvector.psycopg import register_vector
 
 import pgmem
 from pgmem import reembedding as reembed_module
+from pgmem.distribute import is_distributed
 from tests.model_support import ProjectedEmbedder
 from tests.test_migrations import catalog
 
@@ -75,6 +76,18 @@ def stored_vector(dsn: str, memory_id: uuid.UUID) -> Any:
     return np.asarray(row[0].to_numpy() if hasattr(row[0], "to_numpy") else row[0])
 
 
+def catalog_of(dsn: str) -> dict[str, list[tuple[object, ...]]]:
+    """The schema's catalog (test_migrations.catalog); on Citus without the columns' storage,
+    which a re-embedding there leaves at the type's default (Citus refuses SET STORAGE on a
+    distributed table)."""
+    found = catalog(dsn)
+    with psycopg.connect(dsn) as conn:
+        if is_distributed(conn, "pgmem"):
+            found["columns"] = [row[:-1] for row in found["columns"]]
+    return found
+
+
+@pytest.mark.also_on_citus
 def test_the_first_write_records_the_model_and_another_is_refused(
     db_dsn: str, demo: pgmem.Memory, rotated: ProjectedEmbedder, analyzer: pgmem.TextAnalyzer,
 ) -> None:
@@ -177,11 +190,12 @@ def kill_after(batches: int) -> Any:
     return on_progress
 
 
+@pytest.mark.also_on_citus
 def test_a_killed_reembed_resumes_and_an_aborted_one_leaves_nothing(
     db_dsn: str, demo: pgmem.Memory, rotated: ProjectedEmbedder, wide: ProjectedEmbedder,
     analyzer: pgmem.TextAnalyzer,
 ) -> None:
-    before = catalog(db_dsn)
+    before = catalog_of(db_dsn)
     memories = count(db_dsn)
     with pytest.raises(Killed):
         pgmem.reembed(db_dsn, rotated, batch_size=8, progress=kill_after(2))
@@ -206,7 +220,7 @@ def test_a_killed_reembed_resumes_and_an_aborted_one_leaves_nothing(
     report = pgmem.reembed(db_dsn, rotated, batch_size=8)
     assert report.switched and 0 < report.memories < memories + 1
     assert recorded(db_dsn) == [("current", "minilm-rotated-384", 384, "vector")]
-    assert catalog(db_dsn) == before  # same dimension and storage: the same schema
+    assert catalog_of(db_dsn) == before  # same dimension and storage: the same schema
     stored = stored_vector(db_dsn, added.id)
     assert float(stored @ rotated.embed(["Alice joined a climbing gym"])[0]) == pytest.approx(
         1.0, abs=1e-4
@@ -221,17 +235,18 @@ def test_a_killed_reembed_resumes_and_an_aborted_one_leaves_nothing(
     with pytest.raises(Killed):
         pgmem.reembed(db_dsn, demo.embedder, batch_size=8, progress=kill_after(1))
     assert pgmem.abort_reembed(db_dsn) is True
-    assert catalog(db_dsn) == before
+    assert catalog_of(db_dsn) == before
     assert recorded(db_dsn) == [("current", "minilm-rotated-384", 384, "vector")]
     assert pgmem.abort_reembed(db_dsn) is False
     assert pgmem.reembed(db_dsn, rotated).switched is False  # already on that model
 
 
+@pytest.mark.also_on_citus
 def test_a_run_killed_after_its_switch_is_finished_by_the_next(
     db_dsn: str, demo: pgmem.Memory, rotated: ProjectedEmbedder, analyzer: pgmem.TextAnalyzer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    before = catalog(db_dsn)
+    before = catalog_of(db_dsn)
 
     def killed(run: Any) -> None:
         if run.columns()["not_null_checks"]:
@@ -250,9 +265,9 @@ def test_a_run_killed_after_its_switch_is_finished_by_the_next(
             "UPDATE pgmem.memories SET embedding = NULL WHERE id = (SELECT min(id::text)::uuid"
             " FROM pgmem.memories)"
         )
-    assert catalog(db_dsn) != before
+    assert catalog_of(db_dsn) != before
     assert pgmem.reembed(db_dsn, rotated).switched is False  # finishes, nothing else to do
-    assert catalog(db_dsn) == before
+    assert catalog_of(db_dsn) == before
 
 
 def test_bad_arguments_and_an_old_schema(db_dsn: str, wide: ProjectedEmbedder) -> None:
