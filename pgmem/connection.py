@@ -99,6 +99,12 @@ _RETRYABLE = "pgmem_retryable"
 LOCK_TIMEOUT_QUERY = (
     "SELECT set_config('lock_timeout', %s, false) WHERE current_setting('lock_timeout') = '0'"
 )
+# Setting up a connection of pgmem's own is not the caller's work: a database's or role's
+# statement_timeout (even 1 ms) must limit their calls, not refuse every connection. One
+# simple-query string opens the transaction and lifts the timeout in it before anything that
+# takes time runs; at COMMIT the configured timeout applies again.
+SETUP_BEGIN = "BEGIN; SET LOCAL statement_timeout = 0"
+SETUP_END = "COMMIT"
 
 
 def _lock_timeout_ms(seconds: float) -> str:
@@ -166,6 +172,31 @@ async def prepare_connection_async(conn: psycopg.AsyncConnection) -> ServerCapab
             cursor = await conn.execute(CAPABILITIES_QUERY)
             capabilities = server_capabilities(await cursor.fetchone())
             await register_vector_async(conn)
+    return capabilities
+
+
+def _set_up(conn: psycopg.Connection, lock_timeout: str | None) -> ServerCapabilities:
+    """Prepare an autocommit connection of pgmem's own (see ``SETUP_BEGIN``): its lock timeout
+    when ``lock_timeout`` is given, pgvector's types, the server's capabilities."""
+    with wrap_db_errors():
+        conn.execute(SETUP_BEGIN)
+        if lock_timeout is not None:
+            conn.execute(LOCK_TIMEOUT_QUERY, (lock_timeout,))
+        capabilities = prepare_connection(conn)
+        conn.execute(SETUP_END)
+    return capabilities
+
+
+async def _set_up_async(
+    conn: psycopg.AsyncConnection, lock_timeout: str | None
+) -> ServerCapabilities:
+    """The twin of :func:`_set_up` for an async connection."""
+    with wrap_db_errors():
+        await conn.execute(SETUP_BEGIN)
+        if lock_timeout is not None:
+            await conn.execute(LOCK_TIMEOUT_QUERY, (lock_timeout,))
+        capabilities = await prepare_connection_async(conn)
+        await conn.execute(SETUP_END)
     return capabilities
 
 
@@ -394,9 +425,7 @@ class Connector:
         # pgmem's own transactions are READ COMMITTED whatever the server's default: duplicate
         # detection needs each statement's fresh snapshot (see pgmem.errors.IsolationError).
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
-        with wrap_db_errors():
-            conn.execute(LOCK_TIMEOUT_QUERY, (self._lock_timeout,))
-        self._capabilities[conn] = prepare_connection(conn)
+        self._capabilities[conn] = _set_up(conn, self._lock_timeout)
 
     def _use_conninfo(self, conninfo: str) -> None:
         self._conninfo = conninfo
@@ -434,7 +463,7 @@ class Connector:
         except psycopg.Error as exc:
             raise connect_failed(exc, self._connect_timeout) from exc
         with probe:
-            prepare_connection(probe)
+            _set_up(probe, None)
         assert self._owned_pool is not None
         try:
             with _pool_errors(self._owned_pool, self._connect_timeout, self._pool_timeout):
@@ -617,9 +646,7 @@ class AsyncConnector:
 
     async def _configure(self, conn: psycopg.AsyncConnection) -> None:
         await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
-        with wrap_db_errors():
-            await conn.execute(LOCK_TIMEOUT_QUERY, (self._lock_timeout,))
-        self._capabilities[conn] = await prepare_connection_async(conn)
+        self._capabilities[conn] = await _set_up_async(conn, self._lock_timeout)
 
     def _use_conninfo(self, conninfo: str) -> None:
         self._conninfo = conninfo
@@ -651,7 +678,7 @@ class AsyncConnector:
         except psycopg.Error as exc:
             raise connect_failed(exc, self._connect_timeout) from exc
         async with probe:
-            await prepare_connection_async(probe)
+            await _set_up_async(probe, None)
         assert self._owned_pool is not None
         try:
             with _pool_errors(self._owned_pool, self._connect_timeout, self._pool_timeout):

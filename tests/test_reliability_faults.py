@@ -4,6 +4,7 @@ PgmemErrors (never psycopg's), and pgmem recovers once the fault is gone."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -236,14 +237,15 @@ def test_killing_connections_mid_run_raises_connection_lost_then_recovers(
 
 
 class TableLock:
-    """Holds ACCESS EXCLUSIVE on pgmem.memories in a transaction of its own: every statement
-    touching the table waits, so a statement timeout fires reliably."""
+    """Holds ACCESS EXCLUSIVE on a table (pgmem.memories by default) in a transaction of its
+    own: every statement touching the table waits, so a statement timeout fires reliably."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, table: str = "pgmem.memories") -> None:
         self.conn = psycopg.connect(dsn)
+        self.table = table
 
     def __enter__(self) -> Self:
-        self.conn.execute("LOCK TABLE pgmem.memories IN ACCESS EXCLUSIVE MODE")
+        self.conn.execute(f"LOCK TABLE {self.table} IN ACCESS EXCLUSIVE MODE".encode())
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -295,6 +297,37 @@ def test_a_tiny_statement_timeout_raises_query_timeout(
                 raised += 1
         assert raised >= 1
     execute(db_dsn, f"ALTER DATABASE {db} RESET statement_timeout")
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_databases_statement_timeout_limits_calls_not_connecting(
+    db_dsn: str, analyzer: pgmem.TextAnalyzer, fast: pgmem.Memory, kind: str
+) -> None:
+    """Setting up a pool connection (pgvector's types, the capabilities query) is pgmem's own
+    work: with the catalog it reads locked past the database's statement_timeout, connecting
+    waits for the lock instead of failing; the calls themselves keep the timeout."""
+    kept = fast.add("Oslo by the fjord", user_id="u")
+    db = conninfo_to_dict(db_dsn)["dbname"]
+    execute(db_dsn, f"ALTER DATABASE {db} SET statement_timeout = '200ms'")
+    try:
+        with TableLock(db_dsn, "pg_catalog.pg_extension") as catalog:
+            threading.Timer(1.0, catalog.conn.rollback).start()
+            if kind == "sync":
+                with pgmem.Memory(db_dsn, embedder=HashEmbedder(), nlp=analyzer) as mem:
+                    assert [h.id for h in mem.search("Oslo", user_id="u")] == [kept.id]
+                    with TableLock(db_dsn), pytest.raises(QueryTimeoutError):
+                        mem.get_all(user_id="u")
+            else:
+                async def calls() -> None:
+                    async with pgmem.AsyncMemory(
+                        db_dsn, embedder=HashEmbedder(), nlp=analyzer
+                    ) as mem:
+                        assert [h.id for h in await mem.search("Oslo", user_id="u")] == [kept.id]
+                        with TableLock(db_dsn), pytest.raises(QueryTimeoutError):
+                            await mem.get_all(user_id="u")
+                asyncio.run(calls())
+    finally:
+        execute(db_dsn, f"ALTER DATABASE {db} RESET statement_timeout")
 
 
 def test_timeouts_on_a_host_connection(db_dsn: str, analyzer: pgmem.TextAnalyzer) -> None:
