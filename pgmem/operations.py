@@ -521,13 +521,16 @@ class Operations:
     def _checked_space(self) -> Operation[EmbeddingSpace]:
         """The model, dimension and storage of the schema's vectors, read on the first call and
         again when RECHECK_SECONDS have passed (a re-embedding may switch them), outside any
-        transaction: models run outside transactions.
+        transaction: models run outside transactions. While no model is on record it is read
+        on every call, so that once a write has recorded one the writes after it do not try to
+        claim it again (on Citus that claim writes a reference table on every node).
 
         Raises:
             ModelMismatchError: the schema holds another model's vectors than the embedder's.
             SchemaError: the schema is missing or too old.
         """
-        if self._space is None or time.monotonic() - self._space_read > RECHECK_SECONDS:
+        if (self._space is None or self._space.model is None
+                or time.monotonic() - self._space_read > RECHECK_SECONDS):
             space = yield from transaction(lambda _: space_steps(self.store))
             if not matches(space, self.embedder_name):
                 dim = yield from compute(self.models.embedder_dimension)
