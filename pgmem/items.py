@@ -19,7 +19,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from psycopg import sql
@@ -32,9 +32,17 @@ from pgmem.errors import FilterError, InvalidInputError
 from pgmem.operations import Operations
 from pgmem.queries import Queries, sql_blocks
 from pgmem.results import SearchHit
-from pgmem.steps import explain_search_steps, insert_steps, model_check_steps
+from pgmem.steps import (
+    delete_memories_steps,
+    explain_search_steps,
+    insert_steps,
+    model_check_steps,
+)
 from pgmem.store import Row, Statement, Store
 from pgmem.validate import NewMemory, Scope
+
+if TYPE_CHECKING:
+    from pgmem.connection import ServerCapabilities
 
 #: How many expired items one sweep transaction deletes.
 SWEEP_BATCH = 500
@@ -418,7 +426,7 @@ class Items:
         put_rows = {id(put): n for n, put in enumerate(puts)}
         ords = [put_rows.get(id(write)) for write in writes]
 
-        def steps(_: object) -> Steps[None]:
+        def steps(capabilities: ServerCapabilities) -> Steps[None]:
             if vectors_of is not None:
                 yield from model_check_steps(self.store, vectors_of)
             yield from result_of(self.store.lock_items(keys))
@@ -429,7 +437,9 @@ class Items:
                 {"tenant": self.tenant, "ids": ids, "entity_names": names}
             ))
             if ids:
-                yield from result_of(self.store.delete_memories(delete_params(self.tenant, ids)))
+                yield from delete_memories_steps(
+                    self.store, delete_params(self.tenant, ids), routed=capabilities.citus
+                )
             if params is None:
                 return
             insert = dict(params)
@@ -440,7 +450,7 @@ class Items:
                 if n is not None:
                     created[n], updated[n] = row["created_at"], row["now"]
             insert["created_ats"], insert["updated_ats"] = created, updated
-            yield from insert_steps(self.store, self.tenant, insert)
+            yield from insert_steps(self.store, self.tenant, insert, routed=capabilities.citus)
 
         yield from transaction(steps)
 
@@ -450,14 +460,16 @@ class Items:
         total = 0
         while True:
 
-            def steps(_: object) -> Steps[int]:
+            def steps(capabilities: ServerCapabilities) -> Steps[int]:
                 params = {"tenant": self.tenant, "limit": SWEEP_BATCH}
                 ids = yield from result_of(self.store.lock_expired_items(params))
                 if not ids:
                     return 0
                 deleted = delete_params(self.tenant, ids)
                 yield from result_of(self.store.lock_linked_entities(deleted))
-                return len((yield from result_of(self.store.delete_memories(deleted))))
+                return len((yield from delete_memories_steps(
+                    self.store, deleted, routed=capabilities.citus
+                )))
 
             count = yield from transaction(steps)
             total += count

@@ -213,8 +213,9 @@ class Operations:
             )
         return (
             yield from transaction(
-                lambda _: update_steps(
-                    self.store, self.tenant, checked_id, params, vectors_of, guard
+                lambda capabilities: update_steps(
+                    self.store, self.tenant, checked_id, params, vectors_of, guard,
+                    routed=capabilities.citus,
                 )
             )
         )
@@ -230,14 +231,18 @@ class Operations:
         """See :meth:`pgmem.Memory.delete`."""
         checked_id = validate.memory_id(memory_id)
         guard = validate.scope_ids(user_id, agent_id, run_id)
-        yield from transaction(lambda _: delete_steps(self.store, self.tenant, checked_id, guard))
+        yield from transaction(lambda capabilities: delete_steps(
+            self.store, self.tenant, checked_id, guard, routed=capabilities.citus
+        ))
 
     def delete_all(
         self, *, user_id: ScopeId | None, agent_id: ScopeId | None, run_id: ScopeId | None
     ) -> Operation[int]:
         """See :meth:`pgmem.Memory.delete_all`."""
         scope = validate.scope(self.tenant, user_id, agent_id, run_id, wildcard=True)
-        return (yield from transaction(lambda _: delete_all_steps(self.store, self.tenant, scope)))
+        return (yield from transaction(lambda capabilities: delete_all_steps(
+            self.store, self.tenant, scope, routed=capabilities.citus
+        )))
 
     # -- reads
 
@@ -458,7 +463,9 @@ class Operations:
         # Pipeline mode: the locks and the insert travel in one round trip.
         return (
             yield from transaction(
-                lambda _: insert_steps(self.store, self.tenant, params, vectors_of, first),
+                lambda capabilities: insert_steps(
+                    self.store, self.tenant, params, vectors_of, first, routed=capabilities.citus
+                ),
                 pipeline=True,
             )
         )
@@ -521,16 +528,13 @@ class Operations:
     def _checked_space(self) -> Operation[EmbeddingSpace]:
         """The model, dimension and storage of the schema's vectors, read on the first call and
         again when RECHECK_SECONDS have passed (a re-embedding may switch them), outside any
-        transaction: models run outside transactions. While no model is on record it is read
-        on every call, so that once a write has recorded one the writes after it do not try to
-        claim it again (on Citus that claim writes a reference table on every node).
+        transaction: models run outside transactions.
 
         Raises:
             ModelMismatchError: the schema holds another model's vectors than the embedder's.
             SchemaError: the schema is missing or too old.
         """
-        if (self._space is None or self._space.model is None
-                or time.monotonic() - self._space_read > RECHECK_SECONDS):
+        if self._space is None or time.monotonic() - self._space_read > RECHECK_SECONDS:
             space = yield from transaction(lambda _: space_steps(self.store))
             if not matches(space, self.embedder_name):
                 dim = yield from compute(self.models.embedder_dimension)

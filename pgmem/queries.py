@@ -28,6 +28,7 @@ NAMESPACE_SCOPES = ("namespace", "any_namespace")
 #: and how the names of the fragments left out begin. ``search_small`` is ``search`` without
 #: the paths of a scope too large to read row by row (:mod:`pgmem.scope_sizes`).
 VARIANTS = {"search_small": ("search", "large_scope_")}
+_PARAMETER = re.compile(r"%\((\w+)\)")
 _BLOCK = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _COMMENT = re.compile(r"\s*--.*$")
 
@@ -86,6 +87,15 @@ class Queries:
         return sql.SQL(self._text(name)).format(
             schema=self.schema, scope=scope, scope_ids=ids, filters=filters
         )
+
+    def with_rows(self, name: str, row: str, count: int) -> sql.Composed:
+        """Statement ``name`` with its ``{rows}``: ``count`` copies of block ``row``, the
+        parameters of the k-th (from 0) renamed ``<parameter>_<k>``."""
+        template = self._text(row)
+        rows = sql.SQL(", ").join(
+            sql.SQL(_PARAMETER.sub(rf"%(\1_{k})", template)) for k in range(count)
+        )
+        return sql.SQL(self._text(name)).format(schema=self.schema, rows=rows)
 
     def _raw(self) -> Mapping[str, str]:
         return sql_blocks() if self.blocks is None else self.blocks

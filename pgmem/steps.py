@@ -38,6 +38,7 @@ from pgmem.errors import (
 from pgmem.languages import TextSearch
 from pgmem.nlp import Analysis
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page
+from pgmem.routed import routed_delete_steps, routed_insert_steps, routed_update_steps
 from pgmem.store import Row, Statement, Store
 from pgmem.validate import Guard, Scope
 
@@ -90,9 +91,12 @@ def model_check_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
     # re-embedding's switch (which locks the table exclusively) waits for this write, or this
     # read waits for the switch and sees the model it recorded. (No advisory lock: any role
     # could take one, and hold every tenant's writes.)
-    if expected.model is None:
-        yield store.claim_embedding_model(name)
     space = space_of_rows((yield from result_of(store.embedding_models())))
+    if expected.model is None and space is not None and space.model is None:
+        # Only then: the claim is an UPDATE, which on Citus writes the reference table on every
+        # node, with two-phase commit.
+        yield store.claim_embedding_model(name)
+        space = space_of_rows((yield from result_of(store.embedding_models())))
     # The model may still be unrecorded: another write's claim is under way.
     if space is None or not matches(space, name) or (space.dim, space.storage) != (
         expected.dim, expected.storage
@@ -102,11 +106,13 @@ def model_check_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
 
 
 def insert_steps(
-    store: Store, tenant: str, params: Row, vectors_of: VectorsOf | None = None, first: int = 0
+    store: Store, tenant: str, params: Row, vectors_of: VectorsOf | None = None, first: int = 0,
+    *, routed: bool = False,
 ) -> Steps[list[AddResult]]:
     """Add a batch (``params`` from :func:`insert_params`): the duplicate locks, then the insert
     (after :func:`model_check_steps` with ``vectors_of``). ``first``: the index of the batch's
-    first item in the call, for errors.
+    first item in the call, for errors. ``routed``: on Citus, the insert as statements Citus
+    routes to the tenant's worker (:mod:`pgmem.routed`).
 
     Raises:
         IdTakenError: an item's id is another scope's (see :func:`taken_ids_steps`).
@@ -118,7 +124,10 @@ def insert_steps(
         yield from model_check_steps(store, vectors_of)
     yield store.lock_contents(params)  # entity-name locks always, duplicate locks with dedupe
     yield from taken_ids_steps(store, tenant, params, first)
-    rows = yield from result_of(store.insert_memories(params))
+    rows = yield from (
+        routed_insert_steps(store, params) if routed
+        else result_of(store.insert_memories(params))
+    )
     if params["dedupe"] and rows and rows[0]["isolation"] == "repeatable read":
         raise IsolationError(
             "dedupe=True cannot detect duplicates in a REPEATABLE READ transaction: its snapshot "
@@ -150,11 +159,12 @@ def taken_ids_steps(store: Store, tenant: str, params: Row, first: int) -> Steps
 
 def update_steps(
     store: Store, tenant: str, memory_id: uuid.UUID, params: Row,
-    vectors_of: VectorsOf | None = None, guard: Guard | None = None,
+    vectors_of: VectorsOf | None = None, guard: Guard | None = None, *, routed: bool = False,
 ) -> Steps[MemoryRecord]:
     """Update a memory (``params`` from :func:`update_params`) after locking it and its entities
     (and, for new vectors, :func:`model_check_steps` with ``vectors_of``); with ``guard``,
-    only a memory of the guard's scope (see :func:`get_steps`)."""
+    only a memory of the guard's scope (see :func:`get_steps`). ``routed``: on Citus, the update
+    as statements Citus routes to the tenant's worker (:mod:`pgmem.routed`)."""
     if vectors_of is not None:
         yield from model_check_steps(store, vectors_of)
     if not (yield from result_of(store.lock_memory(params))):
@@ -170,35 +180,55 @@ def update_steps(
                 f"{memory_id} is refused, nothing was written"
             )
     yield store.lock_linked_entities(params)
-    row = yield from result_of(store.update_memory(params))
+    row = yield from (
+        routed_update_steps(store, params) if routed
+        else result_of(store.update_memory(params))
+    )
     if row is None:  # not after lock_memory found it
         raise not_found(tenant, memory_id)
     return record(tenant, row)
 
 
 def delete_steps(
-    store: Store, tenant: str, memory_id: uuid.UUID, guard: Guard | None = None
+    store: Store, tenant: str, memory_id: uuid.UUID, guard: Guard | None = None, *,
+    routed: bool = False,
 ) -> Steps[None]:
     """Delete a memory after locking it and its entities; with ``guard``, only a memory of
-    the guard's scope (see :func:`get_steps`)."""
+    the guard's scope (see :func:`get_steps`). ``routed``: see :func:`delete_memories_steps`."""
     params = memory_params(tenant, memory_id)
     if not (yield from result_of(store.lock_memory(params))):
         raise not_found(tenant, memory_id)
     if guard:
         yield from get_steps(store, tenant, memory_id, guard)
     yield store.lock_linked_entities(params)
-    yield store.delete_memories(params)
+    if routed:
+        yield from routed_delete_steps(store, params)
+    else:
+        yield store.delete_memories(params)  # nothing to read: it travels with the COMMIT
 
 
-def delete_all_steps(store: Store, tenant: str, scope: Scope) -> Steps[int]:
-    """Delete every memory of ``scope`` after locking them and their entities; how many."""
+def delete_all_steps(
+    store: Store, tenant: str, scope: Scope, *, routed: bool = False
+) -> Steps[int]:
+    """Delete every memory of ``scope`` after locking them and their entities; how many.
+    ``routed``: see :func:`delete_memories_steps`."""
     ids = yield from result_of(store.lock_scope_memories(scope.params()))
     if not ids:
         return 0
     params = delete_params(tenant, ids)
     yield store.lock_linked_entities(params)
-    deleted = yield from result_of(store.delete_memories(params))
-    return len(deleted)
+    return len((yield from delete_memories_steps(store, params, routed=routed)))
+
+
+def delete_memories_steps(
+    store: Store, params: Row, *, routed: bool = False
+) -> Steps[list[uuid.UUID]]:
+    """Delete memories ``params["ids"]`` (locked), their links, their entities left unlinked;
+    the ids deleted. ``routed``: on Citus, as statements Citus routes to the tenant's worker
+    (:mod:`pgmem.routed`)."""
+    if routed:
+        return (yield from routed_delete_steps(store, params))
+    return (yield from result_of(store.delete_memories(params)))
 
 
 def get_steps(

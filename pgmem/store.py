@@ -254,6 +254,68 @@ class Store:
         ``isolation`` level."""
         return self._statement("insert_memories", params, "all", _rows)
 
+    # -- insert_memories as Citus routes it to one worker (pgmem.routed)
+
+    def routed_batch_plan(self, params: Row) -> Statement[list[Row]]:
+        """Per item of a batch, in order: the item it repeats, the memory standing for it, the
+        lexemes PostgreSQL makes for it, the isolation level."""
+        return self._statement("routed_batch_plan", params, "all", _rows)
+
+    def routed_insert_memories(self, rows: Sequence[Row]) -> Statement[None]:
+        """Insert new memories, a row each (the parameters of ``routed_memory_row``)."""
+        return self._rows("routed_insert_memories", "routed_memory_row", rows)
+
+    def routed_insert_entities(self, rows: Sequence[Row]) -> Statement[None]:
+        """Upsert entities, a row each (the parameters of ``routed_entity_row``)."""
+        return self._rows("routed_insert_entities", "routed_entity_row", rows)
+
+    def routed_link_memories(self, params: Row) -> Statement[None]:
+        """Link new memories to their entities by name."""
+        return self._statement("routed_link_memories", params, "nothing", _nothing)
+
+    def routed_events(self, rows: Sequence[Row]) -> Statement[None]:
+        """Write history events, a row each (the parameters of ``routed_event_row``)."""
+        return self._rows("routed_events", "routed_event_row", rows)
+
+    def routed_linked(self, params: Row) -> Statement[list[uuid.UUID]]:
+        """The entities memories ``ids`` link to."""
+        return self._statement("routed_linked", params, "all", _entity_ids)
+
+    def routed_delete_memories(self, params: Row) -> Statement[list[Row]]:
+        """Delete memories ``ids``; the id and text of each deleted."""
+        return self._statement("routed_delete_memories", params, "all", _rows)
+
+    def routed_delete_orphans(self, params: Row) -> Statement[None]:
+        """Delete the entities of ``entity_ids`` no memory links to."""
+        return self._statement("routed_delete_orphans", params, "nothing", _nothing)
+
+    def routed_update_memory(self, params: Row) -> Statement[Row | None]:
+        """Update memory ``id`` (the parameters of ``update_memory``); its row with
+        ``old_text``, or None when there is no such memory."""
+        return self._statement("routed_update_memory", params, "one", _row)
+
+    def routed_relink_memory(self, params: Row) -> Statement[None]:
+        """Link memory ``id`` to the entities named ``entity_names``."""
+        return self._statement("routed_relink_memory", params, "nothing", _nothing)
+
+    def routed_unlink_memory(self, params: Row) -> Statement[list[uuid.UUID]]:
+        """Unlink memory ``id`` from the entities not named ``entity_names``; those entities."""
+        return self._statement("routed_unlink_memory", params, "all", _entity_ids)
+
+    def routed_stored(self, params: Row) -> Statement[list[Row]]:
+        """The rows of new memories."""
+        return self._statement("routed_stored", params, "all", _rows)
+
+    def _rows(self, name: str, row: str, rows: Sequence[Row]) -> Statement[None]:
+        params = {f"{key}_{k}": value for k, values in enumerate(rows) for key, value in values.items()}
+        if len(params) > MAX_PARAMETERS:
+            raise StatementRefusedError(
+                f"the {name} statement would carry {len(params)} parameters, more than the "
+                f"{MAX_PARAMETERS} PostgreSQL's protocol allows: nothing was sent"
+            )
+        query = self.queries.with_rows(name, row, len(rows))
+        return Statement(name, query, params, "nothing", _nothing, prepare=False)
+
     def taken_ids(self, params: Row) -> Statement[list[int]]:
         """The items (1-based) whose given id the tenant has in another scope, or had for a
         memory since deleted."""
@@ -425,6 +487,10 @@ def _id(row: Row | None) -> uuid.UUID | None:
 
 def _ids(rows: list[Row]) -> list[uuid.UUID]:
     return [row["id"] for row in rows]
+
+
+def _entity_ids(rows: list[Row]) -> list[uuid.UUID]:
+    return [row["entity_id"] for row in rows]
 
 
 def _ords(rows: list[Row]) -> list[int]:

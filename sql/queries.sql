@@ -576,6 +576,174 @@ SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at, 
   JOIN stored s ON s.id = coalesce(x.id, f.id)
  ORDER BY i.ord
 
+-- name: routed_batch_plan
+-- insert_memories on Citus (see pgmem.routed): what it decides before it writes, as one read
+-- Citus routes to the tenant's worker. Per item (1-based `ord`, in item order): the earlier item
+-- of the batch it repeats (`first_ord`; its own ord when none), the memory that already stands
+-- for it (`id` and that memory's columns; NULL when none), the lexemes PostgreSQL makes for an
+-- item that brings none, and the transaction's isolation level.
+SELECT i.ord, i.first_ord, x.id, x.user_id, x.agent_id, x.run_id, x.text, x.metadata,
+       x.created_at, x.updated_at, p.lexemes::text AS made_lexemes,
+       (SELECT count(*)::int FROM unnest(p.lexemes) u, unnest(u.positions) n)
+           AS made_lexeme_count,
+       current_setting('transaction_isolation') AS isolation
+  FROM (SELECT u.*,
+               CASE WHEN %(dedupe)s::boolean AND u.given_id IS NULL
+                    THEN min(u.ord) OVER (PARTITION BY u.user_id, u.agent_id, u.run_id,
+                                                       u.content_hash, u.given_id IS NULL)
+                    ELSE u.ord END AS first_ord
+          FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
+                      %(texts)s::text[], %(content_hashes)s::text[], %(ids)s::uuid[],
+                      %(lexemes)s::text[])
+               WITH ORDINALITY AS u(user_id, agent_id, run_id, text, content_hash, given_id,
+                                    lexemes, ord)) i
+  LEFT JOIN LATERAL (
+        -- as insert_memories' `existing`: the scope's oldest memory with the text, or the
+        -- memory with the item's id in the item's scope
+        SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+               m.updated_at
+          FROM {schema}.memories m
+         WHERE m.tenant = %(tenant)s
+           AND m.user_id IS NOT DISTINCT FROM i.user_id
+           AND m.agent_id IS NOT DISTINCT FROM i.agent_id
+           AND m.run_id IS NOT DISTINCT FROM i.run_id
+           AND CASE WHEN i.given_id IS NULL
+                    THEN %(dedupe)s::boolean AND i.ord = i.first_ord
+                         AND m.content_hash = i.content_hash
+                    ELSE m.id = i.given_id END
+         ORDER BY m.created_at, m.id
+         LIMIT 1) x ON TRUE
+  LEFT JOIN LATERAL (
+        SELECT to_tsvector(%(ts_config)s::regconfig, i.text) AS lexemes
+         WHERE i.lexemes IS NULL) p ON TRUE
+ ORDER BY i.ord
+
+-- name: routed_insert_memories
+-- insert_memories' new memories on Citus, {rows} of routed_memory_row: a multi-row INSERT Citus
+-- routes to the tenant's worker as it is (an INSERT fed by a SELECT of arrays it would run
+-- through the coordinator, with two-phase commit).
+INSERT INTO {schema}.memories
+       (tenant, id, user_id, agent_id, run_id, text, content_hash, metadata, embedding, lexemes,
+        lexeme_count, ts_config, created_at, updated_at, namespace, key, ttl_minutes,
+        expires_at)
+VALUES {rows}
+
+-- name: routed_memory_row
+-- A row of routed_insert_memories; created_at as insert_memories makes it: the statement's
+-- start plus a microsecond per item before the item (`before`).
+(%(tenant)s, %(id)s::uuid, %(user_id)s::text, %(agent_id)s::text, %(run_id)s::text,
+ %(text)s::text, %(content_hash)s::text, %(metadata)s::jsonb, %(embedding)s::vector,
+ %(lexemes)s::tsvector, %(lexeme_count)s::int, %(ts_config)s::text,
+ coalesce(%(created_at)s::timestamptz,
+          statement_timestamp() + %(before)s::int * interval '1 microsecond'),
+ coalesce(%(updated_at)s::timestamptz, %(created_at)s::timestamptz,
+          statement_timestamp() + %(before)s::int * interval '1 microsecond'),
+ %(namespace)s::text[], %(key)s::text, %(ttl_minutes)s::float8,
+ statement_timestamp() + %(ttl_minutes)s::float8 * interval '1 minute')
+
+-- name: routed_insert_entities
+-- insert_memories' entities on Citus, {rows} of routed_entity_row, in name order.
+INSERT INTO {schema}.entities AS e (tenant, name, label, embedding)
+VALUES {rows}
+    ON CONFLICT (tenant, name) DO UPDATE SET name = EXCLUDED.name
+
+-- name: routed_entity_row
+(%(tenant)s, %(name)s::text, %(label)s::text, %(embedding)s::vector)
+
+-- name: routed_link_memories
+-- insert_memories' links on Citus: each new memory (`link_memories`) to its entities by name
+-- (`link_names`), with the memory's scope ids. Citus runs it on the tenant's worker: every
+-- table it reads is the tenant's.
+INSERT INTO {schema}.memory_entities
+       (tenant, memory_id, entity_id, user_id, agent_id, run_id, namespace)
+SELECT m.tenant, m.id, e.id, m.user_id, m.agent_id, m.run_id, m.namespace
+  FROM unnest(%(link_memories)s::uuid[], %(link_names)s::text[]) AS o(memory_id, name)
+  JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = o.memory_id
+  JOIN {schema}.entities e ON e.tenant = m.tenant AND e.name = o.name
+
+-- name: routed_events
+-- History events on Citus, {rows} of routed_event_row, in the order given.
+INSERT INTO {schema}.history (tenant, memory_id, event, old_text, new_text, created_at)
+VALUES {rows}
+
+-- name: routed_event_row
+(%(tenant)s, %(memory_id)s::uuid, %(event)s::text, %(old_text)s::text, %(new_text)s::text,
+ coalesce(%(created_at)s::timestamptz, now()))
+
+-- name: routed_stored
+SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, m.updated_at
+  FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.id = ANY(%(fresh_ids)s::uuid[])
+
+-- name: routed_linked
+-- delete_memories on Citus (see pgmem.routed), first: the entities the memories link to.
+SELECT DISTINCT me.entity_id
+  FROM {schema}.memory_entities me
+ WHERE me.tenant = %(tenant)s AND me.memory_id = ANY(%(ids)s::uuid[])
+
+-- name: routed_delete_memories
+-- delete_memories on Citus, then: the memories (their links go with them).
+DELETE FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])
+RETURNING m.id, m.text
+
+-- name: routed_delete_orphans
+-- On Citus, last: the entities among `entity_ids` that no memory links to any more.
+DELETE FROM {schema}.entities e
+ WHERE e.tenant = %(tenant)s AND e.id = ANY(%(entity_ids)s::uuid[])
+   AND NOT EXISTS (SELECT FROM {schema}.memory_entities me
+                    WHERE me.tenant = %(tenant)s AND me.entity_id = e.id)
+
+-- name: routed_update_memory
+-- update_memory on Citus (see pgmem.routed), first: the memory's new text, vector and lexemes
+-- or metadata, as update_memory sets them; the row, with the text it had (`old_text`).
+UPDATE {schema}.memories m
+   SET text = coalesce(%(text)s::text, m.text),
+       content_hash = coalesce(%(content_hash)s::text, m.content_hash),
+       embedding = coalesce(%(embedding)s::vector, m.embedding),
+       lexemes = coalesce(%(lexemes)s::tsvector,
+                          to_tsvector(%(ts_config)s::regconfig, %(postgres_text)s::text),
+                          m.lexemes),
+       lexeme_count = coalesce(
+           %(lexeme_count)s::int,
+           CASE WHEN %(postgres_text)s::text IS NOT NULL
+                THEN (SELECT count(*)::int
+                        FROM unnest(to_tsvector(%(ts_config)s::regconfig,
+                                                %(postgres_text)s::text)) u,
+                             unnest(u.positions) n)
+           END,
+           m.lexeme_count),
+       ts_config = CASE WHEN %(text)s::text IS NULL THEN m.ts_config
+                        ELSE %(ts_config)s::text END,
+       metadata = coalesce(%(metadata)s::jsonb, m.metadata),
+       updated_at = now()
+  FROM {schema}.memories old
+ WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
+   AND old.tenant = m.tenant AND old.id = m.id
+RETURNING m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
+          m.updated_at, old.text AS old_text
+
+-- name: routed_relink_memory
+-- update_memory on Citus, for a new text: the memory linked to its entities (upserted before by
+-- routed_insert_entities), with its scope ids.
+INSERT INTO {schema}.memory_entities
+       (tenant, memory_id, entity_id, user_id, agent_id, run_id, namespace)
+SELECT m.tenant, m.id, e.id, m.user_id, m.agent_id, m.run_id, m.namespace
+  FROM {schema}.memories m
+  JOIN {schema}.entities e ON e.tenant = m.tenant AND e.name = ANY(%(entity_names)s::text[])
+ WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
+    ON CONFLICT DO NOTHING
+
+-- name: routed_unlink_memory
+-- update_memory on Citus, for a new text: the links to entities the text no longer names; the
+-- entities unlinked.
+DELETE FROM {schema}.memory_entities me
+ WHERE me.tenant = %(tenant)s AND me.memory_id = %(id)s::uuid
+   AND me.entity_id NOT IN (SELECT e.id FROM {schema}.entities e
+                             WHERE e.tenant = %(tenant)s
+                               AND e.name = ANY(%(entity_names)s::text[]))
+RETURNING me.entity_id
+
 -- name: taken_ids
 -- The items of a batch (1-based) whose given id a memory of the tenant has in another scope.
 -- Run before insert_memories. (A deleted memory's id may be brought back: an import restoring

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 
 import psycopg
@@ -204,15 +205,35 @@ def test_reads_and_writes_of_a_tenant_give_correct_results(
     first = page.items[0]
     assert mem.get(first.id).text == first.text
     one_round_on(log, node)
+    # Each write runs on the tenant's worker alone, committed there without two-phase commit:
+    # its data-modifying statement as the schema's function delegated to that worker.
     updated = mem.update(first.id, text="I like jasmine tea from Fuzhou")
     assert updated.text == "I like jasmine tea from Fuzhou"
-    assert [e.event for e in mem.history(first.id)] == ["ADD", "UPDATE"]
+    one_round_on(log, node)
+    mem.update(first.id, metadata={"topic": "drinks"})
+    one_round_on(log, node)
+    assert [e.event for e in mem.history(first.id)] == ["ADD", "UPDATE", "UPDATE"]
+    one_round_on(log, node)
     assert mem.search("jasmine", user_id="u1", limit=1)[0].id == first.id
+    one_round_on(log, node)
+    added = mem.add("Kenji Sato fixes old bicycles in Kyoto", user_id="u1")
+    one_round_on(log, node)
+    assert mem.add("Kenji Sato fixes old bicycles in Kyoto", user_id="u1").duplicate
+    one_round_on(log, node)
+    many = mem.add_many([{"text": "Ravi Menon sings in a choir", "user_id": "u2"},
+                         {"text": "Ilse Brandt grows tomatoes", "user_id": "u2",
+                          "id": str(uuid.uuid4())}])
+    one_round_on(log, node)
     mem.delete(first.id)
+    one_round_on(log, node)
     with pytest.raises(pgmem.NotFoundError):
         mem.get(first.id)
-    assert mem.delete_all(user_id="u1") == 4
+    assert mem.delete_all(user_id="u2") == len(many)
+    one_round_on(log, node)
+    assert mem.delete_all(user_id="u1") == 5
+    one_round_on(log, node)
     assert len(mem.get_all(user_id="u1")) == 0
+    assert [e.event for e in mem.history(added.id)] == ["ADD", "DELETE"]
     log.clear()
     # the other tenant's memory is untouched
     with psycopg.connect(citus_dsn) as conn:
