@@ -47,8 +47,8 @@ SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata
  WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])
 
 -- name: imported_ids
--- The tenant's memories imported from collection `source` (pgmem.mem0_sql.IMPORT_KEY): a sync
--- deletes those the collection no longer has, and no other.
+-- The tenant's memories imported from collection `source` (pgmem.importers.mem0.IMPORT_KEY):
+-- a sync deletes those the collection no longer has, and no other.
 SELECT m.id, m.user_id, m.agent_id, m.run_id
   FROM {schema}.memories m
  WHERE m.tenant = %(tenant)s AND m.metadata -> '_mem0_import' ->> 'collection' = %(source)s

@@ -22,7 +22,7 @@ from pgmem.compat.mem0_filters import SCOPE_KEYS, all_of, mem0_filters, scope_ar
 from pgmem.effects import Operation, Steps, result_of, transaction
 from pgmem.embedding import SentenceTransformerEmbedder
 from pgmem.errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
-from pgmem.mem0_sql import IMPORT_KEY
+from pgmem.importers.mem0 import IMPORT_KEY
 from pgmem.operations import Configured, Operations
 from pgmem.queries import sql_blocks
 from pgmem.results import MemoryRecord, SearchHit

@@ -48,7 +48,6 @@ from pgmem.errors import (
     server_message,
     translate,
 )
-from pgmem.mem0_sql import IMPORT_KEY
 from pgmem.memory import Memory, run
 from pgmem.queries import sql_blocks
 from pgmem.store import Statement
@@ -58,6 +57,10 @@ __all__ = ["IMPORT_KEY", "ImportReport", "import_collection", "memory_item"]
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: The metadata key where an imported memory records where it came from:
+#: ``{"collection": "<schema>.<table>", "version": "<hash of the Mem0 row it was made from>"}``.
+#: ``import --sync`` deletes only memories carrying it; :mod:`pgmem.compat.mem0` never shows it.
+IMPORT_KEY = "_mem0_import"
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 #: Payload keys that are Mem0's own bookkeeping, not the memory's metadata.
 MEM0_KEYS = ("data", "text", "hash", "created_at", "updated_at", "text_lemmatized", "id")
