@@ -116,16 +116,24 @@ class SearchRequest:
     profile: scoring.Scoring = scoring.DEFAULT
 
 
-def search_plan(
-    request: SearchRequest,
-    analysis: Analysis,
-    vectors: Vectors,
-    *,
-    keyword_score: str,
-    exact_scan: bool,
-    text_search: TextSearch,
-) -> SearchPlan:
-    """Parameters of the ``search`` statement. ``vectors``: the query, then its entities."""
+@dataclass(frozen=True)
+class SearchInputs:
+    """What a search statement is built from (:func:`search_plan`): the checked call, the
+    query's analysis and vectors (the query's, then its entities'), and the keyword score and
+    text search configuration it runs with."""
+
+    request: SearchRequest
+    analysis: Analysis
+    vectors: Vectors
+    keyword_score: str
+    text_search: TextSearch
+
+
+def search_plan(inputs: SearchInputs, *, exact_scan: bool) -> SearchPlan:
+    """Parameters of the ``search`` statement; ``exact_scan`` where the server's pgvector has
+    no iterative scan."""
+    request, analysis, vectors = inputs.request, inputs.analysis, inputs.vectors
+    text_search = inputs.text_search
     signals, legs = request.signals, request.legs
     terms = analysis.query_terms() if "keyword" in signals else ()
     entities = query_entities(analysis) if "entity" in signals else ()
@@ -153,7 +161,7 @@ def search_plan(
             lexemes=None if by_postgres else tuple(terms),
             keyword_text=request.query if by_postgres else None,
             ts_config=text_search.config,
-            keyword_score=keyword_score,
+            keyword_score=inputs.keyword_score,
             bm25_k1=scoring.BM25_K1,
             bm25_b=scoring.BM25_B,
             entity_embeddings=tuple(vectors[1 : 1 + len(entities)]),

@@ -327,12 +327,10 @@ class Items:
     ) -> Operation[dict[str, Any]]:
         """The plan of :meth:`search`'s statement (as :meth:`pgmem.Memory.explain_search`)."""
         request = self._request(prefix, query, filter, limit, 0.0)
-        text_search = yield from self.ops._text_search(None)
-        analysis, vectors = yield from self.ops._analyze_query(request.query, text_search)
-        return (yield from transaction(functools.partial(
-            explain_search_steps, self.store, request, analysis, vectors,
-            keyword_score=self.ops.keyword_score, text_search=text_search, analyze=analyze,
-        )))
+        inputs = yield from self.ops.search_inputs(request)
+        return (yield from transaction(
+            functools.partial(explain_search_steps, self.store, inputs, analyze=analyze)
+        ))
 
     def _request(
         self,

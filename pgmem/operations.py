@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 from pgmem import scoring, validate
 from pgmem.builders import (
     LEGS,
+    SearchInputs,
     SearchRequest,
-    Vectors,
     add_results,
     decode_cursor,
     duplicate_params,
@@ -55,7 +55,7 @@ from pgmem.filters import compile_filters
 from pgmem.languages import TextSearch, check_name
 from pgmem.migrate import check_schema_name
 from pgmem.model_work import ModelWork
-from pgmem.nlp import Analysis, TextAnalyzer
+from pgmem.nlp import TextAnalyzer
 from pgmem.rerank import Reranker
 from pgmem.results import (
     AddResult,
@@ -332,12 +332,8 @@ class Operations:
         reranker = self.models.reranker
         if rerank and reranker is None:
             raise ConfigurationError("rerank=True needs a reranker: Memory(..., reranker=...)")
-        text_search = yield from self._text_search(ts_config)
-        analysis, vectors = yield from self._analyze_query(request.query, text_search)
-        statement = functools.partial(
-            search_batch, self.store, request, analysis, vectors,
-            keyword_score=self.keyword_score, text_search=text_search,
-        )
+        inputs = yield from self.search_inputs(request, ts_config)
+        statement = functools.partial(search_batch, self.store, inputs)
         # A scope not known to be large is searched as a small one first: for a larger scope
         # that statement returns only the scope's size (pgmem.scope_sizes). Either statement
         # answers with one row at least, whose scope_size is the scope's (counted up to
@@ -422,16 +418,8 @@ class Operations:
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             threshold=0.0, filters=filters, mode=mode, legs=legs,
         )
-        text_search = yield from self._text_search(ts_config)
-        analysis, vectors = yield from self._analyze_query(request.query, text_search)
-        return (
-            yield from transaction(
-                functools.partial(
-                    steps, self.store, request, analysis, vectors,
-                    keyword_score=self.keyword_score, text_search=text_search,
-                )
-            )
-        )
+        inputs = yield from self.search_inputs(request, ts_config)
+        return (yield from transaction(functools.partial(steps, self.store, inputs)))
 
     def _add_new(
         self, items: Sequence[NewMemory], *, dedupe: bool, text_search: TextSearch,
@@ -490,15 +478,18 @@ class Operations:
             text_search=text_search,
         )
 
-    def _analyze_query(
-        self, query: str, text_search: TextSearch
-    ) -> Operation[tuple[Analysis, Vectors]]:
+    def search_inputs(
+        self, request: SearchRequest, ts_config: str | None = None
+    ) -> Operation[SearchInputs]:
+        """What the search statement of ``request`` is built from: the query's analysis and
+        vectors (model work), in the text search configuration ``ts_config`` (None: the
+        Memory's)."""
+        text_search = yield from self._text_search(ts_config)
         dim = yield from self._dimension()
-        return (
-            yield from compute(
-                functools.partial(self.models.query_vectors, query, dim, text_search)
-            )
+        analysis, vectors = yield from compute(
+            functools.partial(self.models.query_vectors, request.query, dim, text_search)
         )
+        return SearchInputs(request, analysis, vectors, self.keyword_score, text_search)
 
     def _text_search(self, ts_config: object) -> Operation[TextSearch]:
         """How a call's lexemes are made: in ``ts_config`` (None: the Memory's configuration),

@@ -15,9 +15,9 @@ from pgmem import scoring
 from pgmem.builders import (
     MAX_EF_SEARCH,
     MIN_EF_SEARCH,
+    SearchInputs,
     SearchPlan,
     SearchRequest,
-    Vectors,
     add_results,
     delete_params,
     history_events,
@@ -35,8 +35,6 @@ from pgmem.errors import (
     NotFoundError,
     SchemaError,
 )
-from pgmem.languages import TextSearch
-from pgmem.nlp import Analysis
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page
 from pgmem.routed import routed_delete_steps, routed_insert_steps, routed_update_steps
 from pgmem.store import Row, Statement, Store
@@ -273,28 +271,15 @@ def history_steps(
 
 
 def search_batch(
-    store: Store,
-    request: SearchRequest,
-    analysis: Analysis,
-    vectors: Vectors,
-    capabilities: ServerCapabilities,
-    *,
-    keyword_score: str,
-    text_search: TextSearch,
-    small: bool = False,
+    store: Store, inputs: SearchInputs, capabilities: ServerCapabilities, *, small: bool = False
 ) -> tuple[list[Statement[Any]], Callable[[list[Any]], tuple[SearchPlan, list[Row]]]]:
     """The search's settings and statement (steps 2-7), sent in one round trip; the plan and
     the statement's rows from their results. ``small``: the statement for a scope read row by
     row (:mod:`pgmem.scope_sizes`)."""
-    plan = search_plan(
-        request, analysis, vectors,
-        keyword_score=keyword_score,
-        exact_scan=not capabilities.iterative_scan,
-        text_search=text_search,
-    )
+    plan = _plan(inputs, capabilities)
     statements: list[Statement[Any]] = [
-        search_settings(store, request, capabilities),
-        store.search(plan.params, request.condition, small=small),
+        search_settings(store, inputs.request, capabilities),
+        store.search(plan.params, inputs.request.condition, small=small),
     ]
 
     def read(results: list[Any]) -> tuple[SearchPlan, list[Row]]:
@@ -318,64 +303,28 @@ def search_settings(
 
 
 def explain_search_steps(
-    store: Store,
-    request: SearchRequest,
-    analysis: Analysis,
-    vectors: Vectors,
-    capabilities: ServerCapabilities,
-    *,
-    keyword_score: str,
-    text_search: TextSearch,
-    analyze: bool,
+    store: Store, inputs: SearchInputs, capabilities: ServerCapabilities, *, analyze: bool
 ) -> Steps[dict[str, Any]]:
     """EXPLAIN of the search statement's plan, after the settings it runs with."""
-    plan = yield from _search_setup(
-        store, request, analysis, vectors, capabilities,
-        keyword_score=keyword_score, text_search=text_search,
-    )
+    plan = _plan(inputs, capabilities)
+    yield search_settings(store, inputs.request, capabilities)
     return (
-        yield from result_of(store.explain_search(plan.params, request.condition, analyze=analyze,
-                                                  generic_plan=not capabilities.citus))
+        yield from result_of(store.explain_search(
+            plan.params, inputs.request.condition, analyze=analyze,
+            generic_plan=not capabilities.citus,
+        ))
     )
-
-
-def _search_setup(
-    store: Store,
-    request: SearchRequest,
-    analysis: Analysis,
-    vectors: Vectors,
-    capabilities: ServerCapabilities,
-    *,
-    keyword_score: str,
-    text_search: TextSearch,
-    settings: bool = True,
-) -> Steps[SearchPlan]:
-    """The search statement's parameters, after sending its settings (unless not ``settings``:
-    for a statement that is not run)."""
-    plan = search_plan(
-        request, analysis, vectors,
-        keyword_score=keyword_score,
-        exact_scan=not capabilities.iterative_scan,
-        text_search=text_search,
-    )
-    if settings:
-        yield search_settings(store, request, capabilities)
-    return plan
 
 
 def search_sql_steps(
-    store: Store,
-    request: SearchRequest,
-    analysis: Analysis,
-    vectors: Vectors,
-    capabilities: ServerCapabilities,
-    *,
-    keyword_score: str,
-    text_search: TextSearch,
+    store: Store, inputs: SearchInputs, capabilities: ServerCapabilities
 ) -> Steps[str]:
     """The search statement with its parameters inlined (not run)."""
-    plan = yield from _search_setup(
-        store, request, analysis, vectors, capabilities,
-        keyword_score=keyword_score, text_search=text_search, settings=False,
-    )
-    return (yield from result_of(store.search_sql(plan.params, request.condition)))
+    plan = _plan(inputs, capabilities)
+    return (yield from result_of(store.search_sql(plan.params, inputs.request.condition)))
+
+
+def _plan(inputs: SearchInputs, capabilities: ServerCapabilities) -> SearchPlan:
+    """The search statement's parameters on this server: an exact scan where its pgvector
+    cannot scan the HNSW index iteratively."""
+    return search_plan(inputs, exact_scan=not capabilities.iterative_scan)

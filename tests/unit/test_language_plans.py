@@ -29,9 +29,11 @@ def request(query: str, signals: tuple[str, ...] = builders.LEGS) -> builders.Se
 
 def plan(text_search: TextSearch, analysis: Analysis, **kwargs: object) -> builders.SearchPlan:
     return builders.search_plan(
-        request("Häuser am Fluss", **kwargs),  # type: ignore[arg-type]
-        analysis, np.zeros((1, 3), np.float32),
-        keyword_score="bm25", exact_scan=False, text_search=text_search,
+        builders.SearchInputs(
+            request("Häuser am Fluss", **kwargs),  # type: ignore[arg-type]
+            analysis, np.zeros((1, 3), np.float32), keyword_score="bm25", text_search=text_search,
+        ),
+        exact_scan=False,
     )
 
 
