@@ -26,7 +26,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, Union, runtime_checkable
 
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
@@ -107,12 +107,15 @@ SETUP_BEGIN = "BEGIN; SET LOCAL statement_timeout = 0"
 SETUP_END = "COMMIT"
 
 
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def _lock_timeout_ms(seconds: float) -> str:
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
-        raise ConfigurationError(f"lock_timeout must be a positive number of seconds, got {seconds!r}")
-    return f"{max(1, round(seconds * 1000))}ms"
-
-
+    """``lock_timeout`` (seconds) as PostgreSQL's setting: whole milliseconds, at least one."""
+    return f"{max(1, round(_positive('lock_timeout', seconds) * 1000))}ms"
 
 
 def _connect_kwargs(conninfo: str, connect_timeout: float) -> dict[str, Any]:
@@ -261,12 +264,6 @@ def _marking_retryable() -> Iterator[_Attempt]:
         raise
 
 
-def _positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
 @contextlib.contextmanager
 def _pool_errors(
     pool: ConnectionPool | AsyncConnectionPool, connect_timeout: float, pool_timeout: float,
@@ -365,7 +362,97 @@ def _sqlalchemy_errors() -> Iterator[None]:
         raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
 
 
-class Connector:
+PoolT = TypeVar("PoolT", ConnectionPool, AsyncConnectionPool)
+
+
+class _Pooled(Generic[PoolT]):
+    """What :class:`Connector` and :class:`AsyncConnector` share: the settings of pgmem's own
+    pool (which each twin's ``_new_pool`` makes), the pool in use, and what the server of each
+    connection can do."""
+
+    def __init__(
+        self, *, min_size: int, max_size: int, connect_timeout: float, lock_timeout: float,
+        pool_timeout: float,
+    ) -> None:
+        self._lock_timeout = _lock_timeout_ms(lock_timeout)
+        self._owned_pool: PoolT | None = None
+        self._pool: PoolT | None = None
+        self._connect_timeout = connect_timeout
+        self._pool_timeout = _positive("pool_timeout", pool_timeout)
+        self._pool_sizes = (min_size, max_size)
+        self._lazy: LazyDsn | None = None
+        self._capabilities: weakref.WeakKeyDictionary[object, ServerCapabilities] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._opened = False
+
+    def _new_pool(self) -> PoolT:
+        raise NotImplementedError
+
+    def _pool_arguments(self) -> dict[str, Any]:
+        """The arguments of pgmem's pool, but for its ``configure`` hook. Not opened here; and a
+        psycopg pool that was closed (by close(), or by a failed open) cannot be opened again,
+        so each open after one gets a new pool."""
+        min_size, max_size = self._pool_sizes
+        return {
+            "conninfo": self._conninfo,
+            "min_size": min_size,
+            "max_size": max_size,
+            "open": False,
+            "kwargs": self._connect_kwargs,
+            "name": "pgmem",
+            "timeout": self._pool_timeout,
+        }
+
+    def _use_conninfo(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._connect_kwargs = _connect_kwargs(conninfo, self._connect_timeout)
+        self._owned_pool = self._pool = self._new_pool()
+
+    def _unopened(self) -> bool:
+        """pgmem's own pool is still to be opened (it opens on first use)."""
+        return (self._owned_pool is not None or self._lazy is not None) and not self._opened
+
+    @contextlib.contextmanager
+    def _probe_errors(self) -> Iterator[None]:
+        """Translate the errors of the connection made before pgmem's pool opens (see
+        :meth:`Connector._open_pool`)."""
+        try:
+            yield
+        except psycopg.ProgrammingError as exc:  # a malformed DSN
+            raise ConfigurationError(f"invalid connection string: {exc}") from exc
+        except psycopg.Error as exc:
+            raise connect_failed(exc, self._connect_timeout) from exc
+
+    @contextlib.contextmanager
+    def _opening(self) -> Iterator[PoolT]:
+        """pgmem's own pool, for the block to open, its errors translated; a new pool in its
+        place when the block fails."""
+        assert self._owned_pool is not None
+        try:
+            with _pool_errors(self._owned_pool, self._connect_timeout, self._pool_timeout):
+                yield self._owned_pool
+        except PgmemError:
+            self._owned_pool = self._pool = self._new_pool()
+            raise
+
+    def _closed(self) -> None:
+        """After pgmem's own pool is closed: a new one for the next use (a :class:`LazyDsn`'s
+        is made when it opens)."""
+        self._owned_pool = self._pool = None if self._lazy else self._new_pool()
+        self._opened = False
+
+    @property
+    def retries(self) -> int:
+        """How many times a call may run again after a :func:`retryable` failure: each lost
+        connection leaves the pool, so after as many as the pool holds a new one is made."""
+        return 0 if self._pool is None else self._pool.max_size
+
+    def _owned(self) -> bool:
+        return self._owned_pool is not None and self._pool is self._owned_pool
+
+
+class Connector(_Pooled[ConnectionPool]):
     """Hands out connections inside a transaction: from pgmem's pool, or from what the caller
     passed (see :data:`Source`)."""
 
@@ -379,17 +466,14 @@ class Connector:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
-        self._lock_timeout = _lock_timeout_ms(lock_timeout)
-        self._owned_pool: ConnectionPool | None = None
-        self._pool: ConnectionPool | None = None
+        super().__init__(
+            min_size=min_size, max_size=max_size, connect_timeout=connect_timeout,
+            lock_timeout=lock_timeout, pool_timeout=pool_timeout,
+        )
         self._connection: psycopg.Connection | None = None
         self._engine: Engine | None = None
         self._sa_connection: SAConnection | None = None
         self._session: Session | None = None
-        self._connect_timeout = connect_timeout
-        self._pool_timeout = _positive("pool_timeout", pool_timeout)
-        self._pool_sizes = (min_size, max_size)
-        self._lazy: LazyDsn | None = None
         source = default_source(source)
         kind = _sqlalchemy_kind(source)
         sa_source: Any = source  # of the SQLAlchemy class that kind names
@@ -415,11 +499,7 @@ class Connector:
             )
         else:
             self._use_conninfo(source)
-        self._capabilities: weakref.WeakKeyDictionary[object, ServerCapabilities] = (
-            weakref.WeakKeyDictionary()
-        )
         self._lock = threading.Lock()
-        self._opened = False
 
     def _configure(self, conn: psycopg.Connection) -> None:
         # pgmem's own transactions are READ COMMITTED whatever the server's default: duplicate
@@ -427,25 +507,8 @@ class Connector:
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
         self._capabilities[conn] = _set_up(conn, self._lock_timeout)
 
-    def _use_conninfo(self, conninfo: str) -> None:
-        self._conninfo = conninfo
-        self._connect_kwargs = _connect_kwargs(conninfo, self._connect_timeout)
-        self._owned_pool = self._pool = self._new_pool()
-
     def _new_pool(self) -> ConnectionPool:
-        # Not opened here; and a psycopg pool that was closed (by close(), or by a failed
-        # open) cannot be opened again, so each open after one gets a new pool.
-        min_size, max_size = self._pool_sizes
-        return ConnectionPool(
-            self._conninfo,
-            min_size=min_size,
-            max_size=max_size,
-            open=False,
-            kwargs=self._connect_kwargs,
-            configure=self._configure,
-            name="pgmem",
-            timeout=self._pool_timeout,
-        )
+        return ConnectionPool(configure=self._configure, **self._pool_arguments())
 
     def _open_pool(self) -> None:
         """Open pgmem's pool, or fail within the connect timeout saying why.
@@ -456,27 +519,12 @@ class Connector:
         """
         if self._lazy is not None and self._owned_pool is None:
             self._use_conninfo(self._lazy.dsn())
-        try:
+        with self._probe_errors():
             probe = psycopg.connect(self._conninfo, **self._connect_kwargs)
-        except psycopg.ProgrammingError as exc:  # a malformed DSN
-            raise ConfigurationError(f"invalid connection string: {exc}") from exc
-        except psycopg.Error as exc:
-            raise connect_failed(exc, self._connect_timeout) from exc
         with probe:
             _set_up(probe, None)
-        assert self._owned_pool is not None
-        try:
-            with _pool_errors(self._owned_pool, self._connect_timeout, self._pool_timeout):
-                self._owned_pool.open(wait=True, timeout=self._connect_timeout)
-        except PgmemError:
-            self._owned_pool = self._pool = self._new_pool()
-            raise
-
-    @property
-    def retries(self) -> int:
-        """How many times a call may run again after a :func:`retryable` failure: each lost
-        connection leaves the pool, so after as many as the pool holds a new one is made."""
-        return 0 if self._pool is None else self._pool.max_size
+        with self._opening() as pool:
+            pool.open(wait=True, timeout=self._connect_timeout)
 
     @contextlib.contextmanager
     def transaction(
@@ -576,7 +624,7 @@ class Connector:
                 with _sqlalchemy_errors():
                     sa_connection.close()
             return
-        if (self._owned_pool is not None or self._lazy is not None) and not self._opened:
+        if self._unopened():
             with self._lock:
                 if not self._opened:
                     self._open_pool()
@@ -586,22 +634,18 @@ class Connector:
                 self._pool.connection() as conn:
             yield conn, False
 
-    def _owned(self) -> bool:
-        return self._owned_pool is not None and self._pool is self._owned_pool
-
     def close(self) -> None:
         """Close pgmem's own pool (and let go of a :class:`LazyDsn`'s server); a caller's
         connection or pool is left open."""
         if self._owned_pool is not None:
             with self._lock:
                 self._owned_pool.close()
-                self._owned_pool = self._pool = None if self._lazy else self._new_pool()
-                self._opened = False
+                self._closed()
         if self._lazy is not None:
             self._lazy.close()
 
 
-class AsyncConnector:
+class AsyncConnector(_Pooled[AsyncConnectionPool]):
     """The twin of :class:`Connector` for psycopg's ``AsyncConnection`` and
     ``AsyncConnectionPool`` (see :data:`AsyncSource`)."""
 
@@ -615,14 +659,11 @@ class AsyncConnector:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
     ) -> None:
-        self._lock_timeout = _lock_timeout_ms(lock_timeout)
-        self._owned_pool: AsyncConnectionPool | None = None
-        self._pool: AsyncConnectionPool | None = None
+        super().__init__(
+            min_size=min_size, max_size=max_size, connect_timeout=connect_timeout,
+            lock_timeout=lock_timeout, pool_timeout=pool_timeout,
+        )
         self._connection: psycopg.AsyncConnection | None = None
-        self._connect_timeout = connect_timeout
-        self._pool_timeout = _positive("pool_timeout", pool_timeout)
-        self._pool_sizes = (min_size, max_size)
-        self._lazy: LazyDsn | None = None
         source = default_source(source)
         if isinstance(source, LazyDsn):
             self._lazy = source  # the pool is made when it first opens
@@ -638,59 +679,26 @@ class AsyncConnector:
             )
         else:
             self._use_conninfo(source)
-        self._capabilities: weakref.WeakKeyDictionary[object, ServerCapabilities] = (
-            weakref.WeakKeyDictionary()
-        )
         self._lock = asyncio.Lock()
-        self._opened = False
 
     async def _configure(self, conn: psycopg.AsyncConnection) -> None:
         await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
         self._capabilities[conn] = await _set_up_async(conn, self._lock_timeout)
 
-    def _use_conninfo(self, conninfo: str) -> None:
-        self._conninfo = conninfo
-        self._connect_kwargs = _connect_kwargs(conninfo, self._connect_timeout)
-        self._owned_pool = self._pool = self._new_pool()
-
     def _new_pool(self) -> AsyncConnectionPool:
-        min_size, max_size = self._pool_sizes
-        return AsyncConnectionPool(
-            self._conninfo,
-            min_size=min_size,
-            max_size=max_size,
-            open=False,
-            kwargs=self._connect_kwargs,
-            configure=self._configure,
-            name="pgmem",
-            timeout=self._pool_timeout,
-        )
+        return AsyncConnectionPool(configure=self._configure, **self._pool_arguments())
 
     async def _open_pool(self) -> None:
         """Open pgmem's pool, or fail within the connect timeout saying why (as
         :meth:`Connector._open_pool`)."""
         if self._lazy is not None and self._owned_pool is None:
             self._use_conninfo(await asyncio.to_thread(self._lazy.dsn))
-        try:
+        with self._probe_errors():
             probe = await psycopg.AsyncConnection.connect(self._conninfo, **self._connect_kwargs)
-        except psycopg.ProgrammingError as exc:
-            raise ConfigurationError(f"invalid connection string: {exc}") from exc
-        except psycopg.Error as exc:
-            raise connect_failed(exc, self._connect_timeout) from exc
         async with probe:
             await _set_up_async(probe, None)
-        assert self._owned_pool is not None
-        try:
-            with _pool_errors(self._owned_pool, self._connect_timeout, self._pool_timeout):
-                await self._owned_pool.open(wait=True, timeout=self._connect_timeout)
-        except PgmemError:
-            self._owned_pool = self._pool = self._new_pool()
-            raise
-
-    @property
-    def retries(self) -> int:
-        """As :attr:`Connector.retries`."""
-        return 0 if self._pool is None else self._pool.max_size
+        with self._opening() as pool:
+            await pool.open(wait=True, timeout=self._connect_timeout)
 
     @contextlib.asynccontextmanager
     async def transaction(
@@ -755,7 +763,7 @@ class AsyncConnector:
         if self._connection is not None:
             yield self._connection, True
             return
-        if (self._owned_pool is not None or self._lazy is not None) and not self._opened:
+        if self._unopened():
             async with self._lock:
                 if not self._opened:
                     await self._open_pool()
@@ -765,16 +773,12 @@ class AsyncConnector:
             async with self._pool.connection() as conn:
                 yield conn, False
 
-    def _owned(self) -> bool:
-        return self._owned_pool is not None and self._pool is self._owned_pool
-
     async def close(self) -> None:
         """Close pgmem's own pool (and let go of a :class:`LazyDsn`'s server); a caller's
         connection or pool is left open."""
         if self._owned_pool is not None:
             async with self._lock:
                 await self._owned_pool.close()
-                self._owned_pool = self._pool = None if self._lazy else self._new_pool()
-                self._opened = False
+                self._closed()
         if self._lazy is not None:
             await asyncio.to_thread(self._lazy.close)
