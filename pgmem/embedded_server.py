@@ -377,7 +377,7 @@ class _Holders:
     def alive(self) -> list[int]:
         """The living holders; dead ones (a killed parent) are dropped."""
         pids = self._get()
-        living = [pid for pid in pids if _living(pid)]
+        living = [pid for pid in pids if cluster.living(pid)]
         if living != pids:
             self._put(living)
         return living
@@ -407,16 +407,6 @@ def _open_to_others(path: Path) -> bool:
 
 def _print_stderr(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-def _living(pid: int) -> bool:
-    """Whether ``pid`` is a living process (a zombie, dead but not yet reaped, is not)."""
-    import psutil
-
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
 
 
 def _is_secured(pgdata: Path) -> bool:

@@ -199,10 +199,13 @@ def text(
 
 def limit(value: object) -> int:
     """A result count from 1 to MAX_LIMIT."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
-        raise InvalidInputError(
-            f"limit must be an integer from 1 to {MAX_LIMIT}, got {shown(value)}"
-        )
+    return _count("limit", value, MAX_LIMIT)
+
+
+def _count(name: str, value: object, top: int) -> int:
+    """``value``, an integer from 1 to ``top``; else InvalidInputError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+        raise InvalidInputError(f"{name} must be an integer from 1 to {top}, got {shown(value)}")
     return value
 
 
@@ -484,8 +487,4 @@ def embedding(value: object) -> npt.NDArray[np.float32] | None:
 
 def batch_size(value: object) -> int:
     """A batch size from 1 to MAX_BATCH_SIZE."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH_SIZE:
-        raise InvalidInputError(
-            f"batch_size must be an integer from 1 to {MAX_BATCH_SIZE}, got {shown(value)}"
-        )
-    return value
+    return _count("batch_size", value, MAX_BATCH_SIZE)

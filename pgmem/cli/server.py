@@ -13,6 +13,7 @@ from pgmem import server_state
 from pgmem.cli import background
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
+from pgmem.embedded_cluster import living
 from pgmem.errors import ConfigurationError, DatabaseError
 from pgmem.settings import DEFAULT_IDLE_TIMEOUT
 
@@ -77,21 +78,12 @@ def _stop(home: Path) -> int:
     os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline:
-        if server_state.running(home) is None and not _alive(state.pid):
+        if server_state.running(home) is None and not living(state.pid):
             print(f"pgmem server stopped (pid {state.pid})")
             return 0
         time.sleep(0.1)
     raise DatabaseError(f"the pgmem server (pid {state.pid}) did not stop within "
                         f"{STOP_TIMEOUT:.0f} s; see {home / background.LOG_FILE}")
-
-
-def _alive(pid: int) -> bool:
-    import psutil
-
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
 
 
 def _status(home: Path) -> int:
