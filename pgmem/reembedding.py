@@ -320,7 +320,6 @@ class _Run:
             if old.same_vectors(target):
                 return ReembedReport(old, old, 0, 0, 0, 0.0, time.monotonic() - started, False)
             self.check_pgvector(target)
-            self.check_citus(target)
             self.with_lock_retries(lambda: self.begin(target))
         for index in self.fetch("reembed_invalid_indexes", {"schema": self.schema}):
             self.execute("reembed_drop_index", index=sql.Identifier(index["name"]))
@@ -365,15 +364,6 @@ class _Run:
         if version is None or parse_version(version) < HALFVEC_PGVECTOR:
             raise PgvectorError(
                 f"halfvec storage needs pgvector 0.7 or newer; the server has {version}"
-            )
-
-    def check_citus(self, target: EmbeddingSpace) -> None:
-        if self.citus and target.storage == "halfvec":
-            raise ConfigurationError(
-                f"schema {self.schema!r} is distributed over a Citus cluster, where pgmem "
-                "cannot write halfvec columns (Citus 13 fails planning pgmem's insert into "
-                "one: 'not enough default arguments'): re-embed to a model of at most 2,000 "
-                "dimensions with storage='vector'; nothing was changed"
             )
 
     def begin(self, target: EmbeddingSpace) -> None:

@@ -361,21 +361,66 @@ def test_sixteen_threads_of_mixed_writes_and_searches(
     assert unlinked == (0,)
 
 
-def test_reembed_to_halfvec_is_refused_cleanly_on_citus(
-    citus_memory: pgmem.Memory, citus_dsn: str, citus_schema: str,
-    embedder: pgmem.SentenceTransformerEmbedder,
+def vector_types(dsn: str, schema: str) -> set[tuple[str, str]]:
+    """(table, type) of the embeddings stored in ``schema``'s memories and entities."""
+    with psycopg.connect(dsn) as conn:
+        return {(str(t), str(k)) for t, k in conn.execute(
+            f"SELECT 'memories', pg_typeof(embedding)::text FROM {schema}.memories UNION"
+            f" SELECT 'entities', pg_typeof(embedding)::text FROM {schema}.entities")}
+
+
+def test_a_halfvec_schema_works_on_citus(
+    citus_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Citus cannot plan pgmem's insert into a halfvec column: a re-embedding to halfvec is
-    refused before changing anything (re-embedding to vector runs: test_reembed's [citus])."""
+    """Before: every add failed with "not enough default arguments". Citus casts the rows an
+    INSERT ... SELECT brings to the target columns' types by calling the cast's function with
+    the value alone, and pgvector's vector-to-halfvec cast function takes three arguments. On
+    Citus pgmem now writes vectors with multi-row INSERT ... VALUES (pgmem.routed), whose
+    values PostgreSQL casts itself."""
+    from pgmem import builders
+
+    schema = new_schema()
+    try:
+        pgmem.migrate(citus_dsn, schema=schema, storage="halfvec")
+        distribute(citus_dsn, schema=schema)
+        with pgmem.Memory(citus_dsn, embedder=embedder, nlp=analyzer, schema=schema,
+                          tenant="acme") as mem:
+            mem.add_many([{"text": t, "user_id": "u1", "metadata": m} for t, m in FACTS])
+            added = mem.add("Helga Norberg keeps bees", user_id="u1")
+            mem.update(added.id, text="Tomasz Wilk keeps bees in Brno")  # new entities
+            for large in (False, True):
+                monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", 0 if large else 5_000)
+                hits = mem.search("Who keeps bees?", user_id="u1", limit=1)
+                assert [h.id for h in hits] == [added.id], large
+            mem.delete(added.id)
+            assert len(mem.get_all(user_id="u1")) == len(FACTS)
+        assert vector_types(citus_dsn, schema) == {("memories", "halfvec"),
+                                                   ("entities", "halfvec")}
+    finally:
+        drop_schema(citus_dsn, schema)
+
+
+def test_reembed_to_halfvec_on_citus(
+    citus_memory: pgmem.Memory, citus_dsn: str, citus_schema: str,
+    embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """A re-embedding to a model of 3,072 dimensions (halfvec storage) runs on a distributed
+    schema, and adds and searches work after it (it was refused while halfvec adds failed)."""
     from tests.model_support import ProjectedEmbedder
 
-    citus_memory.add("I like green tea from Kyoto", user_id="u1")
+    citus_memory.add_many(["I like green tea from Kyoto", "Helga Norberg moved to Tbilisi"],
+                          user_id="u1")
     wide = ProjectedEmbedder(embedder, 3072, "minilm-projected-3072")
-    with pytest.raises(pgmem.ConfigurationError, match="Citus.*halfvec"):
-        pgmem.reembed(citus_dsn, wide, schema=citus_schema)
-    assert pgmem.abort_reembed(citus_dsn, schema=citus_schema) is False
-    assert pgmem.reembed_status(citus_dsn, schema=citus_schema).space.next is None
-    assert citus_memory.search("tea", user_id="u1")[0].text == "I like green tea from Kyoto"
+    report = pgmem.reembed(citus_dsn, wide, schema=citus_schema)
+    assert (report.new.dim, report.new.storage, report.memories) == (3072, "halfvec", 2)
+    with pgmem.Memory(citus_dsn, embedder=wide, nlp=analyzer, schema=citus_schema,
+                      tenant="acme") as mem:
+        mem.add("Tomasz Wilk plays chess in Ostrava", user_id="u1")
+        assert mem.search("green tea", user_id="u1")[0].text == "I like green tea from Kyoto"
+        assert mem.search("Who plays chess?", user_id="u1")[0].text.startswith("Tomasz")
+    assert vector_types(citus_dsn, citus_schema) == {("memories", "halfvec"),
+                                                     ("entities", "halfvec")}
 
 
 def test_a_busy_tenant_moves_to_another_worker(
