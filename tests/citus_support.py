@@ -94,6 +94,10 @@ def empty_schema(dsn: str, facts: str, schema: str = "pgmem") -> None:
         )
 
 
+#: The setting that has Citus report each command it sends to a worker, as a notice.
+LOG_REMOTE_COMMANDS = "SET citus.log_remote_commands = on"
+
+
 class RemoteLog:
     """A connection to the coordinator that logs the commands Citus sends to the workers
     (``citus.log_remote_commands``): :meth:`commands` gives those of the calls since
@@ -102,8 +106,13 @@ class RemoteLog:
     def __init__(self, dsn: str) -> None:
         self.conn = psycopg.connect(dsn, autocommit=True)
         self._seen: list[tuple[str, str]] = []
-        self.conn.add_notice_handler(self._notice)
-        self.conn.execute("SET citus.log_remote_commands = on")
+        self.listen(self.conn)
+        self.conn.execute(LOG_REMOTE_COMMANDS)
+
+    def listen(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+        """Log the remote commands of ``conn`` too (an async connection's, for pgmem's async
+        facade), once it has run :data:`LOG_REMOTE_COMMANDS`."""
+        conn.add_notice_handler(self._notice)
 
     def _notice(self, diagnostic: Any) -> None:
         message = diagnostic.message_primary or ""

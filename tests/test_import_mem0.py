@@ -18,6 +18,8 @@ from psycopg.types.json import Jsonb
 import pgmem
 from pgmem.compat import mem0 as compat
 from pgmem.importers.mem0 import IMPORT_KEY, import_collection
+from tests.citus_support import RemoteLog
+from tests.test_citus import one_round_on, tenant_node
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 
@@ -65,6 +67,7 @@ def target(
         yield mem
 
 
+@pytest.mark.also_on_citus
 def test_import_keeps_ids_scopes_times_and_metadata(
     source_dsn: str, written: dict[str, Any], target: pgmem.Memory
 ) -> None:
@@ -100,6 +103,7 @@ def test_import_keeps_ids_scopes_times_and_metadata(
     )
 
 
+@pytest.mark.also_on_citus
 def test_reused_vectors_are_the_stored_ones(
     source_dsn: str, written: dict[str, Any], target: pgmem.Memory, db_dsn: str
 ) -> None:
@@ -119,6 +123,7 @@ def test_reused_vectors_are_the_stored_ones(
         np.testing.assert_allclose(mine[memory_id], vector / np.linalg.norm(vector), atol=1e-6)
 
 
+@pytest.mark.also_on_citus
 def test_rerun_skips_what_is_there(
     source_dsn: str, written: dict[str, Any], target: pgmem.Memory
 ) -> None:
@@ -182,6 +187,7 @@ def test_bad_rows_stop_the_import_before_any_write(
     assert "LINE" not in str(missing.value) and "SELECT" not in str(missing.value)
 
 
+@pytest.mark.also_on_citus
 def test_cli_imports_a_mem0_collection(
     source_dsn: str, written: dict[str, Any], db_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -213,6 +219,7 @@ def test_cli_refuses_a_file_with_from_mem0(tmp_path: Path, db_dsn: str,
     assert "--collection" in capsys.readouterr().err
 
 
+@pytest.mark.also_on_citus
 def test_add_many_keeps_given_ids_times_and_embeddings(memory: pgmem.Memory) -> None:
     """The import path of add_many, without Mem0: kept ids, timestamps and vectors; an id
     already there is a duplicate; a given id is never deduplicated by content; bad values
@@ -334,6 +341,7 @@ def test_sync_brings_mem0s_updates_and_deletes(
     real.close()
 
 
+@pytest.mark.also_on_citus
 def test_sync_checks_everything_before_writing(source_dsn: str, target: pgmem.Memory) -> None:
     """A row whose id pgmem holds in another scope, or a row with no text: a clear error naming
     the row (and no stored content), and nothing written -- not the good rows either."""
@@ -360,6 +368,68 @@ def test_sync_checks_everything_before_writing(source_dsn: str, target: pgmem.Me
     assert target.get(kept).text == "first words"
     assert [r.text for r in target.get_all(user_id="erin").items] == ["first words"]
     assert target.get(secret.id).text == "Victim's secret: the code is 4242"
+
+
+@pytest.mark.citus
+def test_import_into_a_distributed_schema(
+    citus_dsn: str, citus_schema: str, embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """An import into a schema distributed over the Citus cluster (the collection: a plain
+    table of the coordinator) keeps ids, times and metadata, links entities and writes history
+    as on one server; a re-run adds nothing; a sync brings an update and a delete. The
+    importer's own reads (the tenant's memories among a page's ids, and those imported from
+    the collection) go to the worker holding the tenant, only: a re-run that finds everything
+    there touches that worker alone."""
+    from datetime import datetime, timezone
+
+    made = datetime(2024, 5, 1, 12, 30, tzinfo=timezone.utc)
+    texts = ["Helga Norberg moved to Tbilisi last spring",
+             "Tomasz Wilk plays chess in Ostrava on Fridays",
+             "My cat is called Miso and sleeps all day", "I like green tea from Kyoto"]
+    rows = [(uuid.uuid4(), {"data": text, "user_id": "fay", "topic": "notes",
+                            "created_at": made.isoformat()}) for text in texts]
+    table = "mem0_notes"
+    _mem0_rows(citus_dsn, f"{citus_schema}.{table}", rows)
+    with pgmem.Memory(citus_dsn, embedder=embedder, nlp=analyzer, schema=citus_schema,
+                      tenant="other") as other:  # the schema's first write records the model
+        other.add("I like green tea from Kyoto", user_id="fay")
+    node = tenant_node(citus_dsn, citus_schema, "acme")
+    log = RemoteLog(citus_dsn)
+    try:
+        with pgmem.Memory(log.conn, embedder=embedder, nlp=analyzer, schema=citus_schema,
+                          tenant="acme") as mem:
+            report = import_collection(mem, table, source=citus_dsn, source_schema=citus_schema,
+                                       batch_size=3)
+            assert (report.read, report.imported, report.skipped) == (4, 4, 0)
+            assert {r.id for r in mem.get_all(user_id="fay").items} == {i for i, _ in rows}
+            helga = mem.get(rows[0][0])
+            assert (helga.created_at, helga.metadata["topic"]) == (made, "notes")
+            assert [(e.event, e.created_at) for e in mem.history(helga.id)] == [("ADD", made)]
+            assert mem.search("Where does Helga live now?", user_id="fay")[0].id == helga.id
+            with psycopg.connect(citus_dsn) as conn:
+                assert {r[0] for r in conn.execute(
+                    f"SELECT name FROM {citus_schema}.entities WHERE tenant = 'acme'")} >= {
+                    "helga norberg", "tomasz wilk", "tbilisi", "ostrava", "kyoto"}
+            log.clear()
+            again = import_collection(mem, table, source=citus_dsn, source_schema=citus_schema,
+                                      sync=True)
+            assert (again.imported, again.updated, again.deleted, again.skipped) == (0, 0, 0, 4)
+            one_round_on(log, node)
+
+            _mem0_rows(citus_dsn, f"{citus_schema}.{table}",
+                       [(rows[0][0], {**rows[0][1], "data": "Helga Norberg moved to Oslo"})])
+            with psycopg.connect(citus_dsn, autocommit=True) as conn:
+                conn.execute(f"DELETE FROM {citus_schema}.{table} WHERE id = %s", (rows[3][0],))
+            synced = import_collection(mem, table, source=citus_dsn, source_schema=citus_schema,
+                                       sync=True)
+            assert (synced.imported, synced.updated, synced.deleted) == (0, 1, 1)
+            assert mem.get(helga.id).text == "Helga Norberg moved to Oslo"
+            assert [e.event for e in mem.history(helga.id)] == ["ADD", "UPDATE"]
+            with pytest.raises(pgmem.NotFoundError):
+                mem.get(rows[3][0])
+    finally:
+        log.close()
 
 
 def test_cli_sync_reports_each_count(

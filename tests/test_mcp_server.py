@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 
 if not os.environ.get("CI"):  # CI installs the mcp extra: there, a missing SDK fails
@@ -20,6 +21,8 @@ from mcp.client.stdio import StdioServerParameters
 
 import pgmem
 from pgmem.mcp_server import create_server
+from tests.citus_support import LOG_REMOTE_COMMANDS, RemoteLog
+from tests.test_citus import one_round_on, tenant_node
 
 TOOLS = {"add", "search", "get", "list", "update", "delete", "history"}
 Scenario = Callable[[Client, pgmem.AsyncMemory], Awaitable[None]]
@@ -58,6 +61,7 @@ async def fails(client: Client, tool: str, **arguments: Any) -> str:
     return " ".join(getattr(block, "text", "") for block in result.content)
 
 
+@pytest.mark.also_on_citus
 def test_every_tool(db_dsn: str, embedder: Any, analyzer: Any) -> None:
     async def scenario(client: Client, memory: pgmem.AsyncMemory) -> None:
         listed = await client.list_tools()
@@ -109,6 +113,7 @@ def test_every_tool(db_dsn: str, embedder: Any, analyzer: Any) -> None:
     run(db_dsn, embedder, analyzer, scenario)
 
 
+@pytest.mark.also_on_citus
 def test_bad_arguments_are_tool_errors(db_dsn: str, embedder: Any, analyzer: Any) -> None:
     async def scenario(client: Client, memory: pgmem.AsyncMemory) -> None:
         assert "user_id" in await fails(client, "add", text="no scope")
@@ -131,6 +136,7 @@ def test_bad_arguments_are_tool_errors(db_dsn: str, embedder: Any, analyzer: Any
     run(db_dsn, embedder, analyzer, scenario)
 
 
+@pytest.mark.also_on_citus
 def test_no_call_reaches_another_scope(db_dsn: str, embedder: Any, analyzer: Any) -> None:
     async def scenario(client: Client, memory: pgmem.AsyncMemory) -> None:
         alice = await call(client, "add", text="Alice's PIN is 4921", user_id="alice")
@@ -156,6 +162,7 @@ def test_no_call_reaches_another_scope(db_dsn: str, embedder: Any, analyzer: Any
     run(db_dsn, embedder, analyzer, scenario)
 
 
+@pytest.mark.also_on_citus
 def test_a_pinned_server_serves_its_scope_only(
     db_dsn: str, embedder: Any, analyzer: Any
 ) -> None:
@@ -209,6 +216,7 @@ def test_streamable_http(db_dsn: str, embedder: Any, analyzer: Any) -> None:
     anyio.run(main)
 
 
+@pytest.mark.also_on_citus
 def test_stdio_through_the_cli(db_dsn: str) -> None:
     params = StdioServerParameters(
         command=sys.executable,
@@ -246,3 +254,72 @@ def test_deep_metadata_and_huge_filters_are_tool_errors_naming_the_limit(
         assert [m["id"] for m in listed["memories"]] == [kept["id"]]
 
     run(db_dsn, embedder, analyzer, scenario)
+
+
+@pytest.mark.citus
+def test_every_tool_is_routed_to_the_tenants_worker_on_citus(
+    citus_dsn: str, citus_schema: str, embedder: Any, analyzer: Any
+) -> None:
+    """The tools of a server on a distributed schema (an AsyncMemory of tenant ``acme`` on one
+    connection whose remote commands are logged): each reads or writes on the worker holding
+    the tenant only, and another tenant's memories stay out of reach."""
+    node = tenant_node(citus_dsn, citus_schema, "acme")
+    log = RemoteLog(citus_dsn)
+
+    async def main() -> None:
+        async with pgmem.AsyncMemory(citus_dsn, embedder=embedder, nlp=analyzer,
+                                     schema=citus_schema, tenant="other") as other:
+            theirs = await other.add("Ana's locker code is 5512", user_id="ben")
+        conn = await psycopg.AsyncConnection.connect(citus_dsn, autocommit=True)
+        log.listen(conn)
+        await conn.execute(LOG_REMOTE_COMMANDS)
+        try:
+            memory = pgmem.AsyncMemory(conn, embedder=embedder, nlp=analyzer,
+                                       schema=citus_schema, tenant="acme")
+            async with memory, Client(create_server(memory)) as client:
+                await scenario(client)
+                assert "no memory" in await fails(client, "get", memory_id=str(theirs.id),
+                                                  user_id="ben")
+        finally:
+            await conn.close()
+
+    async def scenario(client: Client) -> None:
+        added = await call(client, "add", text="Ana is allergic to penicillin", user_id="ben",
+                           metadata={"topic": "health"})
+        await call(client, "add", text="Ben's garage reference is 88417", user_id="ben")
+        log.clear()
+        found = await call(client, "search", query="What medication could harm Ana?",
+                           user_id="ben", limit=1)
+        assert [h["id"] for h in found["results"]] == [added["id"]]
+        one_round_on(log, node)
+        filtered = await call(client, "search", query="Ana penicillin", user_id="ben",
+                              filters={"topic": "health"}, threshold=0.0)
+        assert [h["id"] for h in filtered["results"]] == [added["id"]]
+        one_round_on(log, node)
+        assert (await call(client, "get", memory_id=added["id"], user_id="ben"))["text"] == (
+            "Ana is allergic to penicillin")
+        one_round_on(log, node)
+        page = await call(client, "list", user_id="ben", limit=1)
+        rest = await call(client, "list", user_id="ben", cursor=page["next_cursor"])
+        assert [m["text"] for m in page["memories"] + rest["memories"]] == [
+            "Ana is allergic to penicillin", "Ben's garage reference is 88417"]
+        one_round_on(log, node)
+        changed = await call(client, "update", memory_id=added["id"], user_id="ben",
+                             text="Ana is allergic to penicillin and amoxicillin")
+        assert changed["text"].endswith("amoxicillin")
+        log.clear()
+        events = await call(client, "history", memory_id=added["id"], user_id="ben")
+        assert [e["event"] for e in events["events"]] == ["ADD", "UPDATE"]
+        one_round_on(log, node)
+        assert await call(client, "delete", memory_id=added["id"], user_id="ben") == {
+            "deleted": added["id"]}
+        log.clear()
+        assert "no memory" in await fails(client, "get", memory_id=added["id"], user_id="ben")
+        assert [m["text"] for m in (await call(client, "list", user_id="ben"))["memories"]] == [
+            "Ben's garage reference is 88417"]
+        one_round_on(log, node)
+
+    try:
+        anyio.run(main)
+    finally:
+        log.close()
