@@ -377,10 +377,10 @@ def test_import_into_a_distributed_schema(
 ) -> None:
     """An import into a schema distributed over the Citus cluster (the collection: a plain
     table of the coordinator) keeps ids, times and metadata, links entities and writes history
-    as on one server; a re-run adds nothing; a sync brings an update and a delete. The
-    importer's own reads (the tenant's memories among a page's ids, and those imported from
-    the collection) go to the worker holding the tenant, only: a re-run that finds everything
-    there touches that worker alone."""
+    as on one server; a re-run adds nothing; a sync brings an update and a delete. The import,
+    its re-run and the sync each run on the worker holding the tenant alone, without two-phase
+    commit: the importer's own reads (the tenant's memories among a page's ids, those imported
+    from the collection) and its writes (add_many, update, delete)."""
     from datetime import datetime, timezone
 
     made = datetime(2024, 5, 1, 12, 30, tzinfo=timezone.utc)
@@ -402,6 +402,7 @@ def test_import_into_a_distributed_schema(
             report = import_collection(mem, table, source=citus_dsn, source_schema=citus_schema,
                                        batch_size=3)
             assert (report.read, report.imported, report.skipped) == (4, 4, 0)
+            one_round_on(log, node)
             assert {r.id for r in mem.get_all(user_id="fay").items} == {i for i, _ in rows}
             helga = mem.get(rows[0][0])
             assert (helga.created_at, helga.metadata["topic"]) == (made, "notes")
@@ -424,6 +425,7 @@ def test_import_into_a_distributed_schema(
             synced = import_collection(mem, table, source=citus_dsn, source_schema=citus_schema,
                                        sync=True)
             assert (synced.imported, synced.updated, synced.deleted) == (0, 1, 1)
+            one_round_on(log, node)
             assert mem.get(helga.id).text == "Helga Norberg moved to Oslo"
             assert [e.event for e in mem.history(helga.id)] == ["ADD", "UPDATE"]
             with pytest.raises(pgmem.NotFoundError):

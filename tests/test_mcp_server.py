@@ -261,8 +261,9 @@ def test_every_tool_is_routed_to_the_tenants_worker_on_citus(
     citus_dsn: str, citus_schema: str, embedder: Any, analyzer: Any
 ) -> None:
     """The tools of a server on a distributed schema (an AsyncMemory of tenant ``acme`` on one
-    connection whose remote commands are logged): each reads or writes on the worker holding
-    the tenant only, and another tenant's memories stay out of reach."""
+    connection whose remote commands are logged): each call reads or writes on the worker
+    holding the tenant only, without two-phase commit, and another tenant's memories stay out
+    of reach."""
     node = tenant_node(citus_dsn, citus_schema, "acme")
     log = RemoteLog(citus_dsn)
 
@@ -284,10 +285,12 @@ def test_every_tool_is_routed_to_the_tenants_worker_on_citus(
             await conn.close()
 
     async def scenario(client: Client) -> None:
+        log.clear()
         added = await call(client, "add", text="Ana is allergic to penicillin", user_id="ben",
                            metadata={"topic": "health"})
+        one_round_on(log, node)
         await call(client, "add", text="Ben's garage reference is 88417", user_id="ben")
-        log.clear()
+        one_round_on(log, node)
         found = await call(client, "search", query="What medication could harm Ana?",
                            user_id="ben", limit=1)
         assert [h["id"] for h in found["results"]] == [added["id"]]
@@ -307,13 +310,13 @@ def test_every_tool_is_routed_to_the_tenants_worker_on_citus(
         changed = await call(client, "update", memory_id=added["id"], user_id="ben",
                              text="Ana is allergic to penicillin and amoxicillin")
         assert changed["text"].endswith("amoxicillin")
-        log.clear()
+        one_round_on(log, node)
         events = await call(client, "history", memory_id=added["id"], user_id="ben")
         assert [e["event"] for e in events["events"]] == ["ADD", "UPDATE"]
         one_round_on(log, node)
         assert await call(client, "delete", memory_id=added["id"], user_id="ben") == {
             "deleted": added["id"]}
-        log.clear()
+        one_round_on(log, node)
         assert "no memory" in await fails(client, "get", memory_id=added["id"], user_id="ben")
         assert [m["text"] for m in (await call(client, "list", user_id="ben"))["memories"]] == [
             "Ben's garage reference is 88417"]
