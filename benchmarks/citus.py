@@ -19,7 +19,6 @@ Citus / one server. The scratch database and schema are dropped afterwards.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -32,7 +31,7 @@ import numpy.typing as npt
 import psycopg
 
 import pgmem
-from benchmarks.database import scratch_database, server_dsn
+from benchmarks.database import coordinator_dsn, scratch_database, server_dsn
 from benchmarks.instruments import CLOCK, TimedConnection, TimingCursor
 from benchmarks.report import p50, p95, table
 from pgmem.distribute import distribute
@@ -109,9 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dsn")
     parser.add_argument("--citus-dsn")
     args = parser.parse_args(argv)
-    citus_dsn = args.citus_dsn or os.environ.get("PGMEM_TEST_CITUS_DSN")
-    if not citus_dsn:
-        raise SystemExit("no Citus coordinator: pass --citus-dsn or set PGMEM_TEST_CITUS_DSN")
+    citus_dsn = coordinator_dsn(args.citus_dsn)
     single = server_dsn(args.dsn)
     rng = random.Random(27)
     embedder = CachedEmbedder(pgmem.SentenceTransformerEmbedder())

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import random
 import re
 import sys
@@ -42,7 +41,7 @@ from psycopg import sql
 
 import pgmem
 from benchmarks.citus import DOINGS, PEOPLE, PLACES, CachedEmbedder
-from benchmarks.database import scratch_database, server_dsn
+from benchmarks.database import coordinator_dsn, scratch_database, server_dsn
 from benchmarks.report import p50, p95, table
 from pgmem.distribute import distribute
 from pgmem.queries import Queries
@@ -190,9 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dsn")
     parser.add_argument("--citus-dsn")
     args = parser.parse_args(argv)
-    citus_dsn = args.citus_dsn or os.environ.get("PGMEM_TEST_CITUS_DSN")
-    if not citus_dsn:
-        raise SystemExit("no Citus coordinator: pass --citus-dsn or set PGMEM_TEST_CITUS_DSN")
+    citus_dsn = coordinator_dsn(args.citus_dsn)
     embedder = CachedEmbedder(pgmem.SentenceTransformerEmbedder())
     analyzer = pgmem.TextAnalyzer()
     schema = f"bench_{uuid.uuid4().hex[:8]}"

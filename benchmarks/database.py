@@ -13,6 +13,14 @@ from psycopg.conninfo import make_conninfo
 DSN_VARIABLES = ("PGMEM_BENCH_DSN", "PGMEM_TEST_DSN")
 
 
+def coordinator_dsn(explicit: str | None) -> str:
+    """A Citus coordinator's DSN: ``explicit``, else ``PGMEM_TEST_CITUS_DSN``; else SystemExit."""
+    dsn = explicit or os.environ.get("PGMEM_TEST_CITUS_DSN")
+    if not dsn:
+        raise SystemExit("no Citus coordinator: pass --citus-dsn or set PGMEM_TEST_CITUS_DSN")
+    return dsn
+
+
 def server_dsn(explicit: str | None) -> str:
     """``explicit``, else the first of :data:`DSN_VARIABLES` that is set; else SystemExit."""
     for dsn in (explicit, *(os.environ.get(name) for name in DSN_VARIABLES)):
