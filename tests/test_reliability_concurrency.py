@@ -23,7 +23,9 @@ pytestmark = pytest.mark.also_on_citus
 
 PEOPLE = ["Helga Norberg", "Tomasz Wilk", "Amara Okafor", "Ilse Brandt"]
 PLACES = ["Tbilisi", "Ostrava", "Valparaiso", "Trondheim"]
-DURATION = 3.0  # seconds of load per run
+DURATION = 3.0  # seconds of load per run, at least
+LONGEST = 30.0  # ... and until enough work was done (ENOUGH), at most this long: a busy machine
+ENOUGH_ADDS, ENOUGH_SEARCHES = 20, 5  # more than these, for the checks to mean something
 THREADS = 8
 
 
@@ -94,7 +96,13 @@ def run_load(make_memory: Callable[[int], pgmem.Memory]) -> Outcome:
     ]
     for thread in threads:
         thread.start()
+    began = time.monotonic()
     time.sleep(DURATION)
+    while not stop.is_set() and time.monotonic() - began < LONGEST:
+        with outcome.lock:
+            if len(outcome.added) > ENOUGH_ADDS and outcome.searches > ENOUGH_SEARCHES:
+                break
+        time.sleep(0.1)
     stop.set()
     for thread in threads:
         thread.join(timeout=60)
@@ -104,7 +112,7 @@ def run_load(make_memory: Callable[[int], pgmem.Memory]) -> Outcome:
 
 def check(outcome: Outcome, dsn: str, analyzer: pgmem.TextAnalyzer, mem: pgmem.Memory) -> None:
     assert outcome.errors == [], outcome.errors
-    assert len(outcome.added) > 20 and outcome.searches > 5
+    assert len(outcome.added) > ENOUGH_ADDS and outcome.searches > ENOUGH_SEARCHES
     assert duplicate_entities(dsn) == []
     assert orphans(dsn) == {"links": 0, "memories_without_add": 0, "unlinked_entities": 0}
     stored = {
