@@ -95,6 +95,11 @@ BEGIN_HOST_TRANSACTION = "SELECT"
 BATCH_SAVEPOINT = "SAVEPOINT pgmem_batch"
 BATCH_RELEASE = "RELEASE SAVEPOINT pgmem_batch"
 BATCH_ROLLBACK = ("ROLLBACK TO SAVEPOINT pgmem_batch", BATCH_RELEASE)
+# On Citus a batch on a connection of pgmem's own runs in a transaction block of its own, sent
+# in the same round trip: Citus copies a block's SET LOCAL commands to the worker (the search's
+# settings, see pgmem.steps.search_settings), and in the implicit transaction of a round trip
+# there is no block.
+CITUS_BATCH = ("BEGIN", "COMMIT", ("ROLLBACK",))
 _RETRYABLE = "pgmem_retryable"
 LOCK_TIMEOUT_QUERY = (
     "SELECT set_config('lock_timeout', %s, false) WHERE current_setting('lock_timeout') = '0'"
@@ -294,16 +299,24 @@ def _pool_errors(
         raise translate(exc) from exc
 
 
-def _end_batch_savepoint(conn: psycopg.Connection) -> None:
-    """Roll back and release the batch's savepoint after a failure (when it is open)."""
+def _batch_block(mode: Mode) -> tuple[str, str, tuple[str, ...]]:
+    """How a batch that needs a block of its own begins, ends and is undone: a savepoint in the
+    caller's transaction, else (Citus) a transaction block (:data:`CITUS_BATCH`)."""
+    if mode is Mode.OWN:
+        return CITUS_BATCH
+    return BATCH_SAVEPOINT, BATCH_RELEASE, BATCH_ROLLBACK
+
+
+def _end_batch_block(conn: psycopg.Connection, undo: tuple[str, ...]) -> None:
+    """Undo the batch's block after a failure (when it is open)."""
     if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-        for command in BATCH_ROLLBACK:
+        for command in undo:
             conn.execute(command)
 
 
-async def _end_batch_savepoint_async(conn: psycopg.AsyncConnection) -> None:
+async def _end_batch_block_async(conn: psycopg.AsyncConnection, undo: tuple[str, ...]) -> None:
     if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-        for command in BATCH_ROLLBACK:
+        for command in undo:
             await conn.execute(command)
 
 
@@ -554,23 +567,25 @@ class Connector(_Pooled[ConnectionPool]):
         autocommit, with no transaction block (the statements share the implicit transaction of
         the round trip); in the caller's transaction, in a savepoint (what the statements set
         locally lasts until that transaction ends); on a borrowed connection outside
-        autocommit (an Engine's), in a transaction of its own (three round trips)."""
+        autocommit (an Engine's), in a transaction of its own (three round trips); on Citus,
+        in a transaction block of its own in the same round trip (:data:`CITUS_BATCH`)."""
         with self._lend() as (conn, mode, capabilities, _), wrap_db_errors(conn):
-            if mode is Mode.OWN and conn.autocommit:
+            if mode is Mode.OWN and conn.autocommit and not capabilities.citus:
                 with conn.pipeline():
                     yield conn, capabilities
-            elif mode is Mode.OWN:
+            elif mode is Mode.OWN and not conn.autocommit:
                 # psycopg would send BEGIN (and sync) before the first statement
                 with conn.transaction(), conn.pipeline():
                     yield conn, capabilities
             else:
+                begin, end, undo = _batch_block(mode)
                 try:
                     with conn.pipeline():
-                        conn.execute(BATCH_SAVEPOINT)
+                        conn.execute(begin)
                         yield conn, capabilities
-                        conn.execute(BATCH_RELEASE)
+                        conn.execute(end)
                 except BaseException:
-                    _end_batch_savepoint(conn)
+                    _end_batch_block(conn, undo)
                     raise
 
     @contextlib.contextmanager
@@ -720,20 +735,21 @@ class AsyncConnector(_Pooled[AsyncConnectionPool]):
         """As :meth:`Connector.batch`."""
         async with self._lend() as (conn, mode, capabilities, _):
             with wrap_db_errors(conn):
-                if mode is Mode.OWN and conn.autocommit:
+                if mode is Mode.OWN and conn.autocommit and not capabilities.citus:
                     async with conn.pipeline():
                         yield conn, capabilities
-                elif mode is Mode.OWN:
+                elif mode is Mode.OWN and not conn.autocommit:
                     async with conn.transaction(), conn.pipeline():
                         yield conn, capabilities
                 else:
+                    begin, end, undo = _batch_block(mode)
                     try:
                         async with conn.pipeline():
-                            await conn.execute(BATCH_SAVEPOINT)
+                            await conn.execute(begin)
                             yield conn, capabilities
-                            await conn.execute(BATCH_RELEASE)
+                            await conn.execute(end)
                     except BaseException:
-                        await _end_batch_savepoint_async(conn)
+                        await _end_batch_block_async(conn, undo)
                         raise
 
     @contextlib.asynccontextmanager

@@ -88,6 +88,13 @@ class Queries:
             schema=self.schema, scope=scope, scope_ids=ids, filters=filters
         )
 
+    def commands(self, name: str, **literals: object) -> list[sql.Composed]:
+        """Block ``name`` as the commands it holds, one a line (``;`` ending all but the last),
+        each with ``literals`` composed in as SQL literals: for commands that take no
+        parameters (``SET``)."""
+        values = {key: sql.Literal(value) for key, value in literals.items()}
+        return [sql.SQL(command).format(**values) for command in self._text(name).split(";\n")]
+
     def with_rows(self, name: str, row: str, count: int) -> sql.Composed:
         """Statement ``name`` with its ``{rows}``: ``count`` copies of block ``row``, the
         parameters of the k-th (from 0) renamed ``<parameter>_<k>``."""

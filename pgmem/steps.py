@@ -277,28 +277,30 @@ def search_batch(
     the statement's rows from their results. ``small``: the statement for a scope read row by
     row (:mod:`pgmem.scope_sizes`)."""
     plan = _plan(inputs, capabilities)
+    settings = search_settings(store, inputs.request, capabilities)
     statements: list[Statement[Any]] = [
-        search_settings(store, inputs.request, capabilities),
-        store.search(plan.params, inputs.request.condition, small=small),
+        *settings, store.search(plan.params, inputs.request.condition, small=small)
     ]
 
     def read(results: list[Any]) -> tuple[SearchPlan, list[Row]]:
-        return plan, results[1]
+        return plan, results[len(settings)]
 
     return statements, read
 
 
 def search_settings(
     store: Store, request: SearchRequest, capabilities: ServerCapabilities
-) -> Statement[None]:
-    """The statement setting what the search statement runs with."""
+) -> list[Statement[None]]:
+    """The statements setting what the search statement runs with (on Citus, where the worker
+    runs it, ``SET LOCAL`` commands Citus copies there: set_config's values stay on the
+    coordinator, and the worker would search without iterative scans, with ef_search 40)."""
     # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to pgvector's
     # maximum, beyond which the iterative scan goes on fetching -- and never below pgvector's
     # default, MIN_EF_SEARCH: with 20 (a limit of 10) a walk through a graph of near-duplicate
     # clusters ended in the wrong cluster about one search in six (tests/test_halfvec.py).
     ef_search = min(max(scoring.internal_limit(request.limit), MIN_EF_SEARCH), MAX_EF_SEARCH)
     return store.search_settings(
-        ef_search if capabilities.iterative_scan else None, generic_plan=not capabilities.citus
+        ef_search if capabilities.iterative_scan else None, citus=capabilities.citus
     )
 
 
@@ -307,7 +309,9 @@ def explain_search_steps(
 ) -> Steps[dict[str, Any]]:
     """EXPLAIN of the search statement's plan, after the settings it runs with."""
     plan = _plan(inputs, capabilities)
-    yield search_settings(store, inputs.request, capabilities)
+    # Not `yield from` the list: the runner sends each statement's result back in.
+    for setting in search_settings(store, inputs.request, capabilities):  # noqa: UP028
+        yield setting
     return (
         yield from result_of(store.explain_search(
             plan.params, inputs.request.condition, analyze=analyze,

@@ -399,20 +399,24 @@ class Store:
         return self._statement("search", params.row(), "text", str, filters)
 
     def search_settings(
-        self, ef_search: int | None, *, generic_plan: bool = True
-    ) -> Statement[None]:
+        self, ef_search: int | None, *, citus: bool = False
+    ) -> list[Statement[None]]:
         """The search's settings (see ``search_settings`` in ``sql/queries.sql``), local to the
-        transaction: its generic plan (custom plans without ``generic_plan``: Citus distributes
-        only those) without JIT, and (``ef_search`` given, pgvector >= 0.8) iterative HNSW scans
-        fetching ``ef_search`` rows at first. Sent in the same round trip as the search
-        statement, before it."""
-        params: Row = {
-            "plan_cache_mode": "force_generic_plan" if generic_plan else "force_custom_plan"
-        }
+        transaction: its generic plan without JIT, and (``ef_search`` given, pgvector >= 0.8)
+        iterative HNSW scans fetching ``ef_search`` rows at first; sent in the same round trip
+        as the search statement, before it. With ``citus``, ``search_settings_citus``: custom
+        plans (Citus routes only those), as ``SET LOCAL`` commands that reach the worker."""
+        if citus:
+            name = "search_settings_citus" + ("" if ef_search is not None else "_exact")
+            return [
+                Statement(name, command, None, "nothing", _nothing, prepare=False)
+                for command in self.queries.commands(name, ef_search=ef_search)
+            ]
+        params: Row = {"plan_cache_mode": "force_generic_plan"}
         if ef_search is None:
-            return self._statement("search_settings_exact", params, "nothing", _nothing)
+            return [self._statement("search_settings_exact", params, "nothing", _nothing)]
         params["ef_search"] = ef_search
-        return self._statement("search_settings", params, "nothing", _nothing)
+        return [self._statement("search_settings", params, "nothing", _nothing)]
 
     def text_search_configs(self) -> Statement[list[str]]:
         """The names of the database's text search configurations (``pg_ts_config``)."""

@@ -989,9 +989,8 @@ SELECT c.oid::regconfig::text AS name FROM pg_ts_config c ORDER BY 1
 -- name: search_settings
 -- The search's settings, sent in the same round trip as the search statement, before it, and
 -- local to the transaction both run in (on a connection of pgmem's own, the implicit one of
--- that round trip): the statement's generic plan (planning it costs more than running it) --
--- on Citus custom plans (%(plan_cache_mode)s force_custom_plan), the only ones its planner
--- can route to the worker holding the tenant --, made without JIT (its generic cost passes
+-- that round trip): the statement's generic plan (planning it costs more than running it;
+-- on Citus, search_settings_citus), made without JIT (its generic cost passes
 -- jit_above_cost on a large table: 60 ms of compiling per call at 1M rows) and without
 -- sequential scans where another path exists: a generic plan estimates a scope at
 -- 1/n_distinct of the table, so with a handful of scopes it read every scope's rows to search
@@ -1009,6 +1008,26 @@ SELECT set_config('plan_cache_mode', %(plan_cache_mode)s::text, true),
 SELECT set_config('plan_cache_mode', %(plan_cache_mode)s::text, true),
        set_config('jit', 'off', true),
        set_config('enable_seqscan', 'off', true)
+
+-- name: search_settings_citus
+-- search_settings on Citus, whose worker runs the search statement and never sees what
+-- set_config set on the coordinator: SET LOCAL commands, which Citus copies to the worker when
+-- they are made in a transaction block (citus.propagate_set_commands = 'local'; the search
+-- then runs in one, see pgmem.connection.Connector.batch). Custom plans: the only ones Citus
+-- routes. One statement a line (each is sent on its own).
+SET LOCAL citus.propagate_set_commands = 'local';
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL jit = off;
+SET LOCAL enable_seqscan = off;
+SET LOCAL hnsw.iterative_scan = relaxed_order;
+SET LOCAL hnsw.ef_search = {ef_search}
+
+-- name: search_settings_citus_exact
+-- search_settings_citus for pgvector < 0.8 (no iterative scans).
+SET LOCAL citus.propagate_set_commands = 'local';
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL jit = off;
+SET LOCAL enable_seqscan = off
 
 -- name: pgvector_version
 SELECT extversion FROM pg_extension WHERE extname = 'vector'

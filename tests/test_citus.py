@@ -183,6 +183,13 @@ def test_search_is_routed_to_the_tenants_worker(
     for mode in ("hybrid", "semantic", "keyword", "entity", "semantic+keyword"):
         hits = mem.search("Where does Helga Norberg live?", user_id="u1", mode=mode, limit=3)
         assert hits and hits[0].text == FACTS[1][0], (mode, hits)
+        # The worker runs the statement with the search's settings (set_config's would stay on
+        # the coordinator: the worker searched with ef_search 40 and no iterative scan).
+        sent = " ".join(command for command, _ in log.commands())
+        for setting in ("plan_cache_mode = force_custom_plan", "jit = off",
+                        "enable_seqscan = off", "hnsw.iterative_scan = relaxed_order",
+                        "hnsw.ef_search = 40"):
+            assert f"SET LOCAL {setting}" in sent, (setting, sent[:300])
         one_round_on(log, node)
     hits = mem.search("a drink", user_id="u1", filters={"topic": "food"}, threshold=0.0)
     assert [h.text for h in hits] == [FACTS[0][0]]

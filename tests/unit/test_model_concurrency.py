@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,19 +24,22 @@ class NoModels(pgmem.TextAnalyzer):
 
 
 class CountingEmbedder:
-    """Records how many embed calls overlap."""
+    """Records how many embed calls overlap. A call stays until three are in (or WAIT seconds
+    have passed): calls that may overlap do, however slowly the machine starts the threads."""
+
+    WAIT = 0.25
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.inside = threading.Condition()
         self.running = 0
         self.most = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        with self.lock:
+        with self.inside:
             self.running += 1
             self.most = max(self.most, self.running)
-        time.sleep(0.02)
-        with self.lock:
+            self.inside.notify_all()
+            self.inside.wait_for(lambda: self.running >= 3, timeout=self.WAIT)
             self.running -= 1
         return np.ones((len(texts), 4), dtype=np.float32)
 
