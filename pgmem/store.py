@@ -254,7 +254,7 @@ class Store:
         ``isolation`` level."""
         return self._statement("insert_memories", params, "all", _rows)
 
-    # -- insert_memories as Citus routes it to one worker (pgmem.routed)
+    # -- the writes as Citus routes them to the tenant's worker (pgmem.routed)
 
     def routed_batch_plan(self, params: Row) -> Statement[list[Row]]:
         """Per item of a batch, in order: the item it repeats, the memory standing for it, the
