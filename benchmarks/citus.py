@@ -8,13 +8,14 @@ Loads the same memories into a scratch database on one server (``--dsn``, else
 (``--citus-dsn``, else ``PGMEM_TEST_CITUS_DSN``; migrated and distributed with
 :func:`pgmem.distribute`): ``--tenants`` tenants of one user each holding ``--memories``
 memories (sentences drawn from a pool, each embedded once with MiniLM by the default embedder
-backend, ONNX where it is installed, and analysed once with spaCy). Then, alternating between
-the two in rotating order, ``--queries`` searches, each in one random tenant's user scope (``limit=10``): end to end (``Memory.search``) with the query's
-vector from a cache, its SQL round trip (settings and statement, in psycopg's pipeline, timed by
-benchmarks.instruments), and the same search as a user calls it (the query embedded by the model
-again); and ``--adds`` single adds of new texts, each to a random tenant (the text embedded and
-analysed before the clock starts: the rate is pgmem's and the database's). Prints p50/p95 and the
-ratios Citus / one server.
+backend, ONNX where it is installed, and analysed once with spaCy), then ``VACUUM ANALYZE``.
+Then, alternating between the two in rotating order, ``--queries`` searches, each in one random
+tenant's user scope (``limit=10``): end to end (``Memory.search``) with the query's vector from
+a cache, its SQL round trip (settings and statement, in psycopg's pipeline, timed by
+benchmarks.instruments), and the same search as a user calls it (the query embedded by the
+model again); and ``--adds`` single adds of new texts, each to a random tenant (the text
+embedded and analysed before the clock starts: the rate is pgmem's and the database's). Prints
+p50/p95 and the ratios Citus / one server.
 
 Then where a search's SQL goes on the cluster (``--breakdown`` searches, each statement with its
 values inlined, as Citus plans it): the statement on the coordinator, the query Citus sends the
