@@ -83,14 +83,10 @@ def routed_update_steps(store: Store, params: Row) -> Steps[Row | None]:
         return None
     tenant = params["tenant"]
     if params["relink"]:
-        names = params["entity_names"]
-        entities = [
-            {"tenant": tenant, "name": name, "label": label, "embedding": embedding}
-            for name, label, embedding in sorted(
-                zip(names, params["entity_labels"], params["entity_embeddings"]),
-                key=lambda entity: entity[0],
-            )
-        ]
+        entities = sorted(
+            (_entity_row(params, k) for k in range(len(params["entity_names"]))),
+            key=lambda entity: entity["name"],
+        )
         for rows in _chunks(entities):
             yield store.routed_insert_entities(rows)
         yield store.routed_relink_memory(params)
@@ -165,15 +161,20 @@ def _entities(
         memory = ids.get(item)
         if memory is None:
             continue
-        name = params["entity_names"][variant - 1]
-        variants.setdefault(name, {
-            "tenant": params["tenant"],
-            "name": name,
-            "label": params["entity_labels"][variant - 1],
-            "embedding": params["entity_embeddings"][variant - 1],
-        })
-        links.append((memory, name))
+        entity = _entity_row(params, variant - 1)
+        variants.setdefault(entity["name"], entity)
+        links.append((memory, entity["name"]))
     return [variants[name] for name in sorted(variants)], links
+
+
+def _entity_row(params: Row, k: int) -> Row:
+    """The parameters of ``routed_entity_row`` for entity ``k`` (from 0) of ``params``."""
+    return {
+        "tenant": params["tenant"],
+        "name": params["entity_names"][k],
+        "label": params["entity_labels"][k],
+        "embedding": params["entity_embeddings"][k],
+    }
 
 
 def _chunks(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:

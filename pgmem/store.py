@@ -307,12 +307,12 @@ class Store:
         return self._statement("routed_stored", params, "all", _rows)
 
     def _rows(self, name: str, row: str, rows: Sequence[Row]) -> Statement[None]:
-        params = {f"{key}_{k}": value for k, values in enumerate(rows) for key, value in values.items()}
-        if len(params) > MAX_PARAMETERS:
-            raise StatementRefusedError(
-                f"the {name} statement would carry {len(params)} parameters, more than the "
-                f"{MAX_PARAMETERS} PostgreSQL's protocol allows: nothing was sent"
-            )
+        """Statement ``name`` writing ``rows``, each as a copy of block ``row``
+        (:meth:`Queries.with_rows`); pgmem.routed cuts its batches to fit."""
+        params = {
+            f"{key}_{k}": value for k, values in enumerate(rows) for key, value in values.items()
+        }
+        _check_parameter_count(name, params, "write fewer rows at once")
         query = self.queries.with_rows(name, row, len(rows))
         return Statement(name, query, params, "nothing", _nothing, prepare=False)
 
@@ -450,12 +450,7 @@ class Store:
         prepare: bool | None = None,
         binary: bool = False,
     ) -> Statement[T]:
-        if len(params) > MAX_PARAMETERS:  # libpq would refuse it client-side
-            raise StatementRefusedError(
-                f"the {name} statement would carry {len(params)} parameters, more than the "
-                f"{MAX_PARAMETERS} PostgreSQL's protocol allows: nothing was sent (lower the "
-                "filter limits of pgmem.Limits)"
-            )
+        _check_parameter_count(name, params, "lower the filter limits of pgmem.Limits")
         scope_ids = [
             column for column in (*SCOPE_IDS, *NAMESPACE_SCOPES) if params.get(column) is not None
         ]
@@ -464,6 +459,16 @@ class Store:
             params = {k: None if v is ANY else v for k, v in params.items()}
         query = self.queries.get(name, NO_FILTER if filters is None else filters, scope_ids)
         return Statement(name, query, params, fetch, read, prepare, binary)
+
+
+def _check_parameter_count(name: str, params: Row, advice: str) -> None:
+    """Refuse a statement carrying more parameters than PostgreSQL's protocol allows (libpq
+    would refuse it client-side), with ``advice`` on what to do instead."""
+    if len(params) > MAX_PARAMETERS:
+        raise StatementRefusedError(
+            f"the {name} statement would carry {len(params)} parameters, more than the "
+            f"{MAX_PARAMETERS} PostgreSQL's protocol allows: nothing was sent ({advice})"
+        )
 
 
 # How statements read their rows.
