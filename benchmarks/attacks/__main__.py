@@ -1,0 +1,43 @@
+"""Run every attack of :mod:`benchmarks.attacks` and print one line each; exit 1 if one broke.
+
+    python -m benchmarks.attacks [--dsn DSN] [--only SUBSTRING]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from benchmarks.attacks import MODULES, Attack, Outcome, Target
+from benchmarks.database import server_dsn
+
+
+def all_attacks() -> list[Attack]:
+    attacks: list[Attack] = []
+    for name in MODULES:
+        attacks.extend(importlib.import_module(f"benchmarks.attacks.{name}").ATTACKS)
+    return attacks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.attacks", description=__doc__)
+    parser.add_argument("--dsn", help="a server to attack (default: PGMEM_BENCH_DSN / PGMEM_TEST_DSN)")
+    parser.add_argument("--only", help="run the attacks whose name contains this")
+    args = parser.parse_args(argv)
+    target = Target(dsn=server_dsn(args.dsn))
+    broke = 0
+    for attack in all_attacks():
+        if args.only and args.only not in attack.name:
+            continue
+        try:
+            outcome = attack.run(target)
+        except Exception as exc:  # an attack that crashes is a finding, not a pass
+            outcome = Outcome("broke", f"{type(exc).__name__}: {exc}")
+        broke += outcome.verdict == "broke"
+        print(f"{outcome.verdict:8} {attack.name}: {outcome.detail}", flush=True)
+    return 1 if broke else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
