@@ -46,7 +46,7 @@ import pgmem
 from benchmarks.database import coordinator_dsn, scratch_database, server_dsn
 from benchmarks.instruments import CLOCK, TimedConnection, TimingCursor
 from benchmarks.report import p50, p95, table
-from pgmem.distribute import distribute
+from pgmem.citus import distribute
 from pgmem.embedding import make_embedder
 
 PEOPLE = ["Helga Norberg", "Tomasz Wilk", "Amara Okafor", "Ilse Brandt", "Ravi Menon",

@@ -43,7 +43,7 @@ import pgmem
 from benchmarks.citus import DOINGS, PEOPLE, PLACES, CachedEmbedder
 from benchmarks.database import coordinator_dsn, scratch_database, server_dsn
 from benchmarks.report import p50, p95, table
-from pgmem.distribute import distribute
+from pgmem.citus import distribute
 from pgmem.queries import Queries
 from pgmem.store import Row, Statement, Store
 

@@ -182,12 +182,12 @@ def variants(name: str) -> Callable[[Callable[[], list[Scoring]]], Callable[[], 
 
 @variants("base")
 def _base() -> list[Scoring]:
-    return [scoring.SEED, scoring.DEFAULT]
+    return [scoring.MEM0, scoring.DEFAULT]
 
 
 @variants("keyword")
 def _keyword() -> list[Scoring]:
-    return [scoring.SEED, *(
+    return [scoring.MEM0, *(
         Scoring(f"log-n {n:g}", keyword="log-n", reference_docs=n)
         for n in (300, 1000, 3000, 10000)
     )]
@@ -213,7 +213,7 @@ def _weight_grid(base: Scoring) -> list[Scoring]:
 
 @variants("neighbours")
 def _neighbours() -> list[Scoring]:
-    return [scoring.SEED, *(
+    return [scoring.MEM0, *(
         dataclasses.replace(scoring.DEFAULT, name=f"after {a} before {b} floor {f}",
                             after_weight=a, before_weight=b, context_min_semantic=f)
         for a, b, f in itertools.chain(
@@ -301,7 +301,7 @@ def _weights() -> list[Scoring]:
 
 @variants("weights-seed")
 def _weights_seed() -> list[Scoring]:
-    return _weight_grid(scoring.SEED)
+    return _weight_grid(scoring.MEM0)
 
 
 class _Unpickler(pickle.Unpickler):

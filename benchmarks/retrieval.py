@@ -77,7 +77,7 @@ class SearchConfig:
 
 CONFIGS = (
     SearchConfig("hybrid", "hybrid"),
-    SearchConfig("hybrid-seed", "hybrid, seed scoring", scoring="seed"),
+    SearchConfig("hybrid-mem0", "hybrid, Mem0's scoring", scoring="mem0"),
     SearchConfig("semantic", "semantic", mode="semantic"),
     SearchConfig("keyword-bm25", "keyword (bm25)", mode="keyword"),
     SearchConfig("hybrid-ts", "hybrid ts_rank_cd", keyword_score="ts_rank_cd"),
@@ -85,8 +85,8 @@ CONFIGS = (
     # Mem0's design: only the semantic leg's hits are re-ranked.
     SearchConfig("hybrid-semantic-legs", "hybrid, semantic candidates only", legs=("semantic",)),
     SearchConfig("hybrid-no-entities", "hybrid without entities", mode="semantic+keyword"),
-    SearchConfig("hybrid-seed-no-entities", "hybrid without entities, seed scoring",
-                 mode="semantic+keyword", scoring="seed"),
+    SearchConfig("hybrid-mem0-no-entities", "hybrid without entities, Mem0's scoring",
+                 mode="semantic+keyword", scoring="mem0"),
     # Calibrations of ts_rank_cd onto the BM25 scale of the sigmoid table.
     *(
         SearchConfig(f"hybrid-ts-x{scale:g}", f"hybrid ts_rank_cd x{scale:g}",

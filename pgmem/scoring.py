@@ -147,7 +147,7 @@ def max_possible(
     profile: Scoring | None = None,
 ) -> float:
     """The largest score a memory could reach given which signals this query has."""
-    p = profile or SEED
+    p = profile or MEM0
     return (
         (p.semantic_weight if semantic_active else 0.0)
         + (p.keyword_weight if keyword_active else 0.0)
@@ -257,8 +257,8 @@ class Scoring:
         )
 
 
-# The seed's scoring, exactly: the sigmoid table, entity matches from 0.5, every weight 1.
-SEED = Scoring("seed")
+# Mem0's scoring, exactly: its sigmoid table, entity matches from 0.5, every weight 1.
+MEM0 = Scoring("mem0")
 # Chosen with `python -m benchmarks.fusion` on three dev conversations (docs/retrieval.md):
 # stretching up to a 1,000-memory scope fitted best of 300 / 1,000 / 3,000 / 10,000 (300 does
 # not put the XJ-4471 memory first), and the sharper entity curve is neutral on LoCoMo while a
@@ -275,7 +275,8 @@ DEFAULT = Scoring(
     after_weight=0.75, before_weight=0.5, neighbour_window=2, neighbour_decay=0.9,
     entity_common_share=0.5,
 )
-SCORINGS = {s.name: s for s in (DEFAULT, SEED)}
+#: The profiles by name; "seed" is an older name of "mem0", kept so that code using it still runs.
+SCORINGS = {"default": DEFAULT, "mem0": MEM0, "seed": MEM0}
 
 
 class Signals(NamedTuple):
@@ -315,7 +316,7 @@ def fuse(
     threshold: float,
     limit: int,
     semantic_active: bool = True,
-    profile: Scoring = SEED,
+    profile: Scoring = MEM0,
     n_docs: float | None = None,
     scope_size: float | None = None,
 ) -> list[Fused]:

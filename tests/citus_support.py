@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 import pgmem
-from pgmem.distribute import REFERENCE_TABLES, TENANT_TABLES, distribute
+from pgmem.citus import REFERENCE_TABLES, TENANT_TABLES, distribute
 
 HOW_TO_GET_A_CLUSTER = (
     "no Citus cluster for tests: start one with `CITUS_PORT=5601 bash "

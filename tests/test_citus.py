@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import pgmem
-from pgmem.distribute import REFERENCE_TABLES, TENANT_TABLES, distribute
+from pgmem.citus import REFERENCE_TABLES, TENANT_TABLES, distribute
 from tests.citus_support import RemoteLog, drop_schema, new_schema
 
 pytestmark = pytest.mark.citus
@@ -31,6 +31,11 @@ def placement(dsn: str, schema: str) -> dict[str, tuple[str, int]]:
             (schema,),
         ).fetchall()
     return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
+
+
+def test_pgmem_distribute_is_the_function_the_docs_call() -> None:
+    assert pgmem.distribute is distribute
+    assert callable(pgmem.distribute)
 
 
 def test_distribute_needs_citus(db_dsn: str) -> None:

@@ -23,7 +23,7 @@ import pytest
 
 import pgmem
 from pgmem import scoring
-from pgmem.distribute import citus_version
+from pgmem.citus import citus_version
 from pgmem.nlp import TextAnalyzer
 
 pytestmark = pytest.mark.also_on_citus

@@ -30,7 +30,7 @@ QUERY = "Which city did Melanie choose for the pottery retreat?"
 def seed_memory(
     db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
 ) -> Iterator[pgmem.Memory]:
-    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, scoring="seed") as mem:
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, scoring="mem0") as mem:
         yield mem
 
 

@@ -19,7 +19,7 @@ from pgvector.psycopg import register_vector
 
 import pgmem
 from pgmem import reembedding as reembed_module
-from pgmem.distribute import is_distributed
+from pgmem.citus import is_distributed
 from tests.model_support import ProjectedEmbedder
 from tests.test_migrations import catalog
 

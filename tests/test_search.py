@@ -129,7 +129,7 @@ def test_a_name_every_memory_of_a_small_scope_holds_lifts_none(
         assert hit.score == pytest.approx((e.semantic + e.keyword + e.context) / 2.5)
 
     # The seed's formula is unchanged: every hit lifted alike by the spread's weight alone.
-    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, scoring="seed") as seed:
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, scoring="mem0") as seed:
         seed_hits = seed.search(PET_QUERY, user_id="omar", limit=10, threshold=0.0)
     assert len(seed_hits) == 5
     for hit in seed_hits:
@@ -452,10 +452,10 @@ def test_the_only_memory_holding_a_rare_exact_token_comes_first(
 
     # The seed's sigmoid table, fitted to large collections, squashes the same match: the
     # memory ranks below every note (the bug this default fixes).
-    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, scoring="seed") as seed:
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, scoring="mem0") as seed:
         seed_hits = seed.search(query, user_id="u1", limit=81, threshold=0.0)
     assert [h.id for h in seed_hits].index(target.id) == 80
-    assert seed_hits[-1].explain.scoring == "seed"
+    assert seed_hits[-1].explain.scoring == "mem0"
     assert seed_hits[-1].explain.keyword < 0.2
 
 

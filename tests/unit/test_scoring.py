@@ -82,9 +82,9 @@ def test_share_attenuation_falls_with_the_share_and_is_off_for_the_seed() -> Non
     assert weights[:51] == [1.0] * 51 and weights[-1] == 0.0
     assert scoring.share_attenuation(76, 101, 0.0) == pytest.approx(0.25)  # linear from 0
     assert scoring.DEFAULT.entity_common_share == 0.5
-    assert scoring.SEED.entity_common_share is None
+    assert scoring.MEM0.entity_common_share is None
     for n, size in ((5, 5), (100, 101), (3, None)):
-        assert scoring.SEED.spread_weight(n, size) == scoring.spread_attenuation(n)
+        assert scoring.MEM0.spread_weight(n, size) == scoring.spread_attenuation(n)
     assert scoring.DEFAULT.spread_weight(5, 5) == 0.0
     assert scoring.DEFAULT.spread_weight(5, 12) == scoring.spread_attenuation(5)
     # On a large scope the spread's own decay has the last word: the share only bites past half
@@ -103,7 +103,7 @@ def test_fusion_weighs_entities_by_the_scopes_size() -> None:
     fused = fuse(every, profile=scoring.DEFAULT, scope_size=3, **kwargs)
     assert [(f.key, f.entity) for f in fused] == [("b", 0.0), ("a", 0.0), ("c", 0.0)]
     assert fused[0].score == pytest.approx(0.6 / 1.5)
-    seed = fuse(every, profile=scoring.SEED, scope_size=3, **kwargs)
+    seed = fuse(every, profile=scoring.MEM0, scope_size=3, **kwargs)
     assert [f.entity for f in seed] == pytest.approx([0.5 * scoring.spread_attenuation(3)] * 3)
     # without the scope's size, the spread's weight alone
     unknown = fuse(every, profile=scoring.DEFAULT, **kwargs)
@@ -207,11 +207,11 @@ def test_the_seed_profile_keeps_the_seed_table_exactly(
 ) -> None:
     # the scope's size is ignored: the seed squashes the raw BM25 with its table alone
     for n_docs in (81.0, 1e6, None):
-        assert scoring.SEED.normalize_keyword(raw, n_terms, n_docs) == pytest.approx(expected, abs=1e-9)
+        assert scoring.MEM0.normalize_keyword(raw, n_terms, n_docs) == pytest.approx(expected, abs=1e-9)
 
 
 def test_the_seed_profile_fuses_as_the_seed_did() -> None:
-    seed = scoring.SEED
+    seed = scoring.MEM0
     assert (seed.semantic_weight, seed.keyword_weight, seed.entity_weight) == (1.0, 1.0, 0.5)
     assert (seed.keyword, seed.entity_min_similarity, seed.entity_sharpness) == ("sigmoid", 0.5, 0.0)
     assert seed.entity_boost([(0.54, 1)]) == pytest.approx(0.27)
@@ -237,14 +237,14 @@ def test_the_default_stretches_keyword_scores_on_scopes_below_a_thousand_memorie
     assert default.normalize_keyword(rare, 4, 81) == pytest.approx(
         scoring.sigmoid(rare * stretch, 7.0, 0.6))
     assert default.normalize_keyword(rare, 4, 81) > 0.4
-    assert scoring.SEED.normalize_keyword(rare, 4, 81) < 0.15
+    assert scoring.MEM0.normalize_keyword(rare, 4, 81) < 0.15
     # terms every memory holds stay near nothing, as in the seed
     assert default.normalize_keyword(3 * common, 4, 81) < 0.02
     # from 1,000 memories on, and without the scope's size, it is the seed's table exactly
     for raw in (1.0, 5.0, 9.0, 20.0):
         for n_docs in (1000.0, 50_000.0, None):
             assert default.normalize_keyword(raw, 4, n_docs) == \
-                scoring.SEED.normalize_keyword(raw, 4, None)
+                scoring.MEM0.normalize_keyword(raw, 4, None)
 
 
 def test_the_default_entity_curve_keeps_exact_names_and_fades_loose_ones() -> None:
@@ -258,7 +258,7 @@ def test_the_default_entity_curve_keeps_exact_names_and_fades_loose_ones() -> No
 
 
 def test_profiles_are_named() -> None:
-    assert scoring.SCORINGS == {"default": scoring.DEFAULT, "seed": scoring.SEED}
+    assert scoring.SCORINGS == {"default": scoring.DEFAULT, "mem0": scoring.MEM0, "seed": scoring.MEM0}
 
 
 def test_an_unknown_scoring_profile_is_a_configuration_error() -> None:
@@ -266,8 +266,10 @@ def test_an_unknown_scoring_profile_is_a_configuration_error() -> None:
 
     with pytest.raises(pgmem.ConfigurationError, match="scoring must be one of"):
         pgmem.Memory("postgresql://nowhere.invalid/x", scoring="bm42")
+    with pgmem.Memory("postgresql://nowhere.invalid/x", scoring="mem0") as memory:
+        assert memory.scoring == "mem0"  # nothing connects until the first call
     with pgmem.Memory("postgresql://nowhere.invalid/x", scoring="seed") as memory:
-        assert memory.scoring == "seed"  # nothing connects until the first call
+        assert memory.scoring == "mem0"  # the older name of the same profile
 
 
 def _fuse_neighbours(profile: scoring.Scoring, answer_semantic: float) -> dict[object, scoring.Fused]:
@@ -318,6 +320,6 @@ def test_a_memory_below_the_similarity_floor_takes_nothing_from_its_neighbours()
 
 
 def test_the_seed_profile_has_no_neighbour_step() -> None:
-    assert scoring.SEED.after_weight == scoring.SEED.before_weight == 0
-    got = _fuse_neighbours(scoring.SEED, answer_semantic=0.3)
+    assert scoring.MEM0.after_weight == scoring.MEM0.before_weight == 0
+    got = _fuse_neighbours(scoring.MEM0, answer_semantic=0.3)
     assert got["answer"].score == 0.3 and got["answer"].context == 0.0
