@@ -60,7 +60,6 @@ from pgmem.nlp import Analysis, Entity
 from pgmem.nlp_process import make_analyzer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
 CACHE_ROOT = REPO_ROOT / "benchmarks" / ".cache" / "corpus"
 ROWS_PER_USER = 100
 CHUNK = 10_000
@@ -88,7 +87,8 @@ def limit_torch_threads(n: int) -> None:
 
 def run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every benchmark that writes docs/benchmarks.md takes."""
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the LoCoMo dev file")
+    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
+                        help="LoCoMo's locomo10.json, or the dev file (benchmarks.dialogues)")
     parser.add_argument("--dsn", help="a server where databases may be created")
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
@@ -507,7 +507,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, help="rows (prepare: 100000, check: 3000)")
     parser.add_argument("--part", choices=("vectors", "analyses", "all"), default="all",
                         help="prepare only this part of the cache")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the LoCoMo dev file")
+    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
+                        help="LoCoMo's locomo10.json, or the dev file (benchmarks.dialogues)")
     parser.add_argument("--dsn", help="check: the server for two scratch databases")
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
     args = parser.parse_args(argv)

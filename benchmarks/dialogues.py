@@ -1,7 +1,12 @@
-"""The LoCoMo dev data (``../shared/data/locomo_dev.json``) as retrieval tasks. Pure: no pgmem.
+"""LoCoMo's conversations as retrieval tasks. Pure: no pgmem.
 
-See ``/work/shared/data/README.md`` for the file's shape. Each conversation gives, per task, the
-memories to store and the questions to ask:
+The data: LoCoMo ("Evaluating Very Long-Term Conversational Memory of LLM Agents", ACL 2024,
+CC BY-NC 4.0), the file ``data/locomo10.json`` of its public repository (snap-research/LoCoMo),
+read as published; download it and pass ``--data PATH`` or set ``PGMEM_LOCOMO``. A file of the
+same conversations in pgmem's development shape (``{"conversations": [{"id", "speakers",
+"turns", "observations", "questions"}]}``) reads the same; without either, the benchmarks look
+for ``../shared/data/locomo_dev.json`` beside the repository. Each conversation gives, per task,
+the memories to store and the questions to ask:
 
 - ``turns``: one memory per dialogue turn, ``"{speaker}: {text}"`` plus
   ``" [shares a photo of {image_caption}]"`` when the turn has a caption;
@@ -14,6 +19,7 @@ evidence. Evidence strings may hold several ids separated by ``;`` or whitespace
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,12 +63,66 @@ class Conversation:
     questions: tuple[Question, ...]
 
 
+#: Where the benchmarks read LoCoMo from when no ``--data`` is given.
+DEFAULT_DATA = Path(
+    os.environ.get("PGMEM_LOCOMO")
+    or Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo_dev.json"
+)
+
+
 def load_conversations(path: Path) -> list[RawConversation]:
-    """The raw conversations of the data file."""
+    """The conversations of a LoCoMo file: ``locomo10.json`` as published, or the development
+    shape. A missing file is a SystemExit that says where to get it."""
+    if not path.is_file():
+        raise SystemExit(
+            f"no LoCoMo data at {path}: download data/locomo10.json from LoCoMo's repository "
+            "(github.com/snap-research/LoCoMo) and pass --data PATH or set PGMEM_LOCOMO"
+        )
     with path.open(encoding="utf-8") as f:
         data = json.load(f)
+    if isinstance(data, list):  # locomo10.json: a list of samples
+        return [from_locomo_sample(sample) for sample in data]
     conversations: list[RawConversation] = data["conversations"]
     return conversations
+
+
+def from_locomo_sample(sample: Mapping[str, Any]) -> RawConversation:
+    """One sample of ``locomo10.json`` in the development shape: its sessions' turns (with
+    their BLIP caption as ``image_caption``), its observations with their dialogue ids, its
+    questions."""
+    talk = sample["conversation"]
+    sessions = sorted(
+        int(key.removeprefix("session_")) for key in talk
+        if re.fullmatch(r"session_\d+", key) and isinstance(talk[key], list)
+    )
+    turns = []
+    for number in sessions:
+        for turn in talk[f"session_{number}"]:
+            row = {"dia_id": turn["dia_id"], "session": number,
+                   "date": talk.get(f"session_{number}_date_time"),
+                   "speaker": turn["speaker"], "text": turn["text"]}
+            if turn.get("blip_caption"):
+                row["image_caption"] = turn["blip_caption"]
+            turns.append(row)
+    observations = []
+    for key, by_speaker in (sample.get("observation") or {}).items():
+        number = int(re.sub(r"\D", "", key) or 0)
+        for speaker, facts in by_speaker.items():
+            for text, ids in facts:
+                dia_ids = sorted(parse_evidence([ids] if isinstance(ids, str) else ids))
+                observations.append({"session": number, "speaker": speaker, "text": text,
+                                     "dia_ids": dia_ids})
+    return {
+        "id": sample["sample_id"],
+        "speakers": [talk["speaker_a"], talk["speaker_b"]],
+        "turns": turns,
+        "observations": observations,
+        "questions": [
+            {"question": q["question"], "answer": q.get("answer"), "category": q["category"],
+             "evidence": list(q.get("evidence") or ())}
+            for q in sample["qa"]
+        ],
+    }
 
 
 def parse_evidence(strings: Iterable[str]) -> frozenset[str]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import dialogues, retrieval
+from benchmarks import dialogues
 from benchmarks.metrics import Scores, mean_scores, score_question
 from benchmarks.signals import Candidate, QuestionSignals, TaskSignals
 from pgmem import scoring
@@ -331,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit", default=",".join(DEFAULT_FIT),
                         help="conversations to choose on (default: %(default)s)")
     parser.add_argument("--variants", default="base", help=", ".join(VARIANTS))
-    parser.add_argument("--data", type=Path, default=retrieval.DEFAULT_DATA,
+    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
                         help="the dev file the signals came from: its order is the storage "
                         "order the neighbour step follows (default: %(default)s)")
     args = parser.parse_args(argv)

@@ -30,9 +30,6 @@ from benchmarks.database import scratch_database, server_dsn
 from pgmem.embedding import embeds_beside_analysis
 from pgmem.nlp_process import make_analyzer
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
-
 # What a memory is, independent of ids, timestamps and float noise in the vectors.
 MEMORY_ROWS = """
 SELECT m.user_id, m.text, m.content_hash, m.lexemes::text, m.lexeme_count, m.metadata::text,
@@ -87,7 +84,8 @@ def stored_rows(dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the LoCoMo dev file")
+    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
+                        help="LoCoMo's locomo10.json, or the dev file (benchmarks.dialogues)")
     parser.add_argument("--dsn", help="a server where databases may be created")
     parser.add_argument("--batch-size", type=int, default=64, help="add_many's batch size")
     parser.add_argument("--limit", type=int, help="store only the first N turns")

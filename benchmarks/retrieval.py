@@ -52,8 +52,6 @@ from benchmarks.database import scratch_database, server_dsn
 from benchmarks.metrics import Scores, mean_scores, recall_at_k, score_question
 from pgmem import scoring
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "locomo_dev.json"
 LIMIT = 20
 THRESHOLD = 0.1
 COLUMNS = (
@@ -368,8 +366,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m benchmarks.retrieval",
         description="Retrieval quality of pgmem's search configurations on LoCoMo.",
     )
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                        help="the LoCoMo dev file (default: %(default)s)")
+    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
+                        help="LoCoMo's locomo10.json or the dev file (default: %(default)s)")
     parser.add_argument("--dsn", help="the server to create the scratch database on "
                         "(default: $PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
     parser.add_argument("--task", choices=(*dialogues.TASKS, "both"), default="both")

@@ -124,7 +124,7 @@ def capture_task(
 def main(argv: Sequence[str] | None = None) -> int:
     """Capture the signals of the chosen tasks into ``--out``."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.signals")
-    parser.add_argument("--data", type=Path, default=retrieval.DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA)
     parser.add_argument("--dsn")
     parser.add_argument("--task", choices=(*dialogues.TASKS, "both"), default="both")
     parser.add_argument("--out", type=Path, required=True)

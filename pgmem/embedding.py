@@ -142,9 +142,11 @@ def minilm_source() -> tuple[str, str]:
     try:
         from huggingface_hub import snapshot_download
 
-        return "hub cache", snapshot_download(HUB_MODEL, local_files_only=True)
+        cached = snapshot_download(HUB_MODEL, local_files_only=True)
     except Exception:  # noqa: BLE001 -- not installed, not cached, or offline: look elsewhere
-        pass
+        cached = None
+    if cached:
+        return "hub cache", str(cached)
     packaged = packaged_minilm()
     if packaged is not None:
         return "package", packaged

@@ -20,7 +20,8 @@ from pgmem.citus import REFERENCE_TABLES, TENANT_TABLES, distribute
 
 HOW_TO_GET_A_CLUSTER = (
     "no Citus cluster for tests: start one with `CITUS_PORT=5601 bash "
-    "${PGMEM_CITUS_SCRIPTS:-/work/shared/citus}/cluster.sh start` (after "
+    "$PGMEM_CITUS_SCRIPTS/cluster.sh start` (PGMEM_CITUS_SCRIPTS: the folder of a Citus "
+    "build's cluster.sh, ../shared/citus beside the repository in CI; after "
     "scripts/test-postgres.sh start, which installs pgvector) and export "
     "PGMEM_TEST_CITUS_DSN=<the DSN it prints>"
 )

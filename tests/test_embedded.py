@@ -278,20 +278,15 @@ OLD_PGSERVER = "pgserver==0.1.4"
 
 def old_pgserver(folder: Path) -> Path:
     """pgserver 0.1.4 (PostgreSQL 16.2, pgvector 0.6.2), unpacked from its wheel into
-    ``folder``: the wheel in $PGMEM_TEST_WHEELS (.ci/run downloads it), else from PyPI."""
+    ``folder``, from the wheel in $PGMEM_TEST_WHEELS (.ci/run downloads it)."""
     wheels = os.environ.get("PGMEM_TEST_WHEELS")
     found = sorted(Path(wheels).glob("pgserver-0.1.4-*.whl")) if wheels else []
-    if not found:
-        download = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder),
-             OLD_PGSERVER], capture_output=True, text=True, timeout=300, check=False,
-        )
-        found = sorted(folder.glob("pgserver-0.1.4-*.whl"))
-        if not found:
-            message = f"cannot download {OLD_PGSERVER}: {download.stderr[-500:]}"
-            if os.environ.get("CI"):
-                pytest.fail(message)
-            pytest.skip(message)
+    if not found:  # tests use no network: the wheel is downloaded beforehand, as .ci/run does
+        message = (f"no {OLD_PGSERVER} wheel in $PGMEM_TEST_WHEELS: `pip download --no-deps "
+                   f"-d DIR {OLD_PGSERVER}` and set PGMEM_TEST_WHEELS=DIR")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     target = folder / "site"
     with zipfile.ZipFile(found[0]) as wheel:
         wheel.extractall(target)

@@ -7,10 +7,10 @@ import argparse
 from collections.abc import Iterator
 from typing import Any
 
+from pgmem.citus import REFERENCE_TABLES, TENANT_TABLES
 from pgmem.cli.catalog import catalog, relation_sizes, schema_state
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session, autostart_off
-from pgmem.citus import REFERENCE_TABLES, TENANT_TABLES
 from pgmem.embedding import minilm_source
 from pgmem.errors import PgmemError
 from pgmem.migrate import MigrationSettings, alembic_config, parse_version

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
+from pgmem.citus import distribute
 from pgmem.cli.catalog import schema_dim, schema_state
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
-from pgmem.citus import distribute
 from pgmem.migrate import DEFAULT_DIM, STORAGES, migrate
 
 
