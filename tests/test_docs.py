@@ -1,0 +1,100 @@
+"""The docs cannot drift from the code: the generated references are current, the settings table
+lists every setting, and every `pgmem` command line in README.md and docs/ uses only commands and
+options its `--help` has. Pure: no database."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+import pgmem
+from pgmem.cli.app import build_parser
+from pgmem.cli.reference import command_options
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+GENERATED = ["docs/cli.md", "docs/errors.md"]
+
+
+@pytest.mark.parametrize("page", GENERATED)
+def test_generated_reference_is_current(page: str) -> None:
+    cogapp = pytest.importorskip("cogapp")
+    status = cogapp.Cog().main(["cog", "--check", "--verbosity=0", str(ROOT / page)])
+    assert status == 0, f"{page} is stale: run `cog -r {page}`"
+
+
+def test_the_settings_table_lists_every_setting() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(\w+)` \|", text, re.MULTILINE))
+    fields = {field.name for field in dataclasses.fields(pgmem.Settings)}
+    assert documented - fields == set(), "documented settings that do not exist"
+    assert fields - documented == set(), "settings missing from docs/configuration.md"
+
+
+def _command_lines(text: str) -> list[str]:
+    """The `pgmem …` command lines of a page: in fenced shell blocks and in inline code."""
+    lines: list[str] = []
+    for block in re.findall(r"```(?:bash|sh|shell|console)\n(.*?)```", text, re.DOTALL):
+        lines.extend(block.replace("\\\n", " ").splitlines())
+    lines.extend(re.findall(r"(?<!`)`(pgmem [^`]+)`(?!`)", text))
+    found = []
+    for line in lines:
+        for part in re.split(r"&&|\|\||;|\|", line):
+            # a command, after a prompt and variable assignments: `$ PGMEM_X=1 pgmem …`
+            match = re.fullmatch(r"(?:\$\s+)?(?:\w+=\S*\s+)*(pgmem\s.*)", part.strip())
+            if match:
+                found.append(match.group(1).strip())
+    return found
+
+
+def _value_options() -> set[str]:
+    return {flag for action in build_parser()._actions if action.nargs != 0
+            for flag in action.option_strings}
+
+
+def _problems(command: str, known: dict[str, set[str]], takes_value: set[str]) -> list[str]:
+    try:
+        words = shlex.split(command, comments=True)[1:]
+    except ValueError:
+        return []  # a line cut inside quotes: prose, not a command
+    path, options, skip = "", [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            options.append(word.split("=", 1)[0])
+            skip = not path and word in takes_value
+        elif not path:
+            if word not in known:
+                if word.isupper() or "<" in word or "…" in word or word == "...":
+                    return []  # a placeholder: `pgmem COMMAND --help`
+                return [f"{command!r}: no command {word!r}"]
+            path = word
+        elif f"{path} {word}" in known and " " not in path:
+            path = f"{path} {word}"
+    allowed = known[path]
+    return [f"{command!r}: `pgmem {path}` has no option {option}"
+            for option in options if option not in allowed and option not in ("-h", "--help")]
+
+
+def test_every_documented_command_line_exists() -> None:
+    known, takes_value = command_options(), _value_options()
+    problems = []
+    for page in DOCS:
+        if not page.exists() or page.name == "cli.md":
+            continue
+        for command in _command_lines(page.read_text(encoding="utf-8")):
+            problems += [f"{page.relative_to(ROOT)}: {p}" for p in _problems(command, known, takes_value)]
+    assert problems == []
+
+
+def test_the_check_finds_a_wrong_option() -> None:
+    known, takes_value = command_options(), _value_options()
+    assert _problems("pgmem search 'x' --user a --no-such-flag", known, takes_value)
+    assert _problems("pgmem nonsense", known, takes_value)
+    assert not _problems("pgmem --dsn postgresql://x search 'hi there' --user a --limit 3",
+                         known, takes_value)
