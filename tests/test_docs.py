@@ -98,3 +98,17 @@ def test_the_check_finds_a_wrong_option() -> None:
     assert _problems("pgmem nonsense", known, takes_value)
     assert not _problems("pgmem --dsn postgresql://x search 'hi there' --user a --limit 3",
                          known, takes_value)
+
+
+def test_every_relative_link_reaches_a_file() -> None:
+    broken = []
+    for page in DOCS:
+        if not page.exists():
+            continue
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = (page.parent / target.split("#", 1)[0]).resolve()
+            if not path.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
