@@ -27,6 +27,7 @@ from pgmem.errors import (
     SchemaError,
     ScopeError,
     StatementRefusedError,
+    UnsafePathError,
 )
 from pgmem.memory import Memory
 from pgmem.migrate import downgrade, migrate
@@ -91,6 +92,7 @@ __all__ = [
     "Settings",
     "StatementRefusedError",
     "TextAnalyzer",
+    "UnsafePathError",
     "abort_reembed",
     "downgrade",
     "migrate",
