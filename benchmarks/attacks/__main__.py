@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:
             outcome = attack.run(target)
-        except Exception as exc:  # an attack that crashes is a finding, not a pass
+        except Exception as exc:  # noqa: BLE001 - an attack that crashes is a finding, not a pass
             outcome = Outcome("broke", f"{type(exc).__name__}: {exc}")
         broke += outcome.verdict == "broke"
         print(f"{outcome.verdict:8} {attack.name}: {outcome.detail}", flush=True)
