@@ -2,7 +2,9 @@
 folder of its data directory (OpenSSH's ``StrictModes`` is the model).
 
 A path passes when its owner is one of the allowed users (by default the current one) and
-neither its group nor others can write to it; a secret (a key, a password, a token) must also
+neither its group nor others can write to it (its group may, when it is the owner's private
+group -- named after the owner, no other member -- as Debian's OpenSSH allows for users whose
+umask is 002); a secret (a key, a password, a token) must also
 be unreadable by them. The folders above the data directory must each belong to the current
 user or to root and be writable by no one else, unless they are sticky (``/tmp``): otherwise
 another user could swap the data directory for one of their own. Anything else raises
@@ -19,7 +21,6 @@ from pathlib import Path
 
 from pgmem.errors import UnsafePathError
 
-_WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 _READABLE_BY_OTHERS = 0o077
 
 
@@ -31,6 +32,26 @@ def user_name(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except (ImportError, KeyError):
         return str(uid)
+
+
+def _private_group(found: os.stat_result) -> bool:
+    """Whether ``found``'s group is its owner's private group (the owner's name, no other
+    member)."""
+    try:
+        import grp
+
+        group = grp.getgrgid(found.st_gid)
+    except (ImportError, KeyError):
+        return False
+    owner = user_name(found.st_uid)
+    return group.gr_name == owner and set(group.gr_mem) <= {owner}
+
+
+def _writable_by_others(found: os.stat_result) -> bool:
+    mode = stat.S_IMODE(found.st_mode)
+    if mode & stat.S_IWOTH:
+        return True
+    return bool(mode & stat.S_IWGRP) and not _private_group(found)
 
 
 def check(
@@ -62,7 +83,7 @@ def check(
             f"If it is yours, `chown {expected} {path}`; otherwise remove it, or choose another "
             "PGMEM_HOME"
         )
-    if mode & _WRITABLE_BY_OTHERS:
+    if _writable_by_others(found):
         raise UnsafePathError(
             f"{path} is writable by other users (owner {user_name(found.st_uid)}, mode "
             f"{mode:04o}): `chmod go-w {path}`"
@@ -97,7 +118,7 @@ def check_home(home: Path) -> None:
                 f"{user_name(found.st_uid)} (uid {found.st_uid}, mode {mode:04o}), who could "
                 "replace the data directory: choose a PGMEM_HOME in a folder of your own"
             )
-        if mode & _WRITABLE_BY_OTHERS and not mode & stat.S_ISVTX:
+        if _writable_by_others(found) and not mode & stat.S_ISVTX:
             raise UnsafePathError(
                 f"{parent}, above pgmem's data directory {home}, is writable by other users "
                 f"(mode {mode:04o}), who could replace the data directory: `chmod go-w "

@@ -135,15 +135,24 @@ def test_an_mcp_token_another_user_planted_is_refused(base: Path) -> None:
 def test_a_home_others_can_write_or_swap_is_refused(base: Path) -> None:
     home = base / "home"
     home.mkdir(mode=0o700)
-    home.chmod(0o770)
+    home.chmod(0o757)
     with pytest.raises(pgmem.UnsafePathError, match=rf"{home} is writable by other users .*"
-                                                     rf"mode 0770.*chmod go-w {home}"):
+                                                     rf"mode 0757.*chmod go-w {home}"):
         mcp_server.stored_token(home)
     home.chmod(0o700)
     (base / "drop" / "home").mkdir(mode=0o700)  # its parent is writable by all, not sticky
     with pytest.raises(pgmem.UnsafePathError, match=r"drop, above pgmem's data directory .* "
                                                      "writable by other users"):
         mcp_server.stored_token(base / "drop" / "home")
+    # Group-writable is fine when the group is the owner's private group (umask 002), not
+    # when it is a shared one.
+    home.chmod(0o770)
+    os.chown(home, 0, attacks.nobody().pw_gid)
+    with pytest.raises(pgmem.UnsafePathError, match="writable by other users"):
+        mcp_server.stored_token(home)
+    os.chown(home, 0, 0)  # root's group: no other member
+    mcp_server.stored_token(home)
+    home.chmod(0o700)
     # A sticky parent (like /tmp) is fine: no one else can rename the home in it.
     from pgmem import safe_paths
 
