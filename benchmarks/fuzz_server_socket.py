@@ -22,16 +22,18 @@ import sys
 import tempfile
 import threading
 import time
-from multiprocessing.connection import Client, Connection
 from pathlib import Path
+from typing import Any
+
+from pgmem.cli import wire
 
 
 def hostile_client(path: Path, rng: random.Random) -> None:
     """One client doing one bad thing to the socket at ``path``."""
-    kind = rng.randrange(6)
+    kind = rng.randrange(7)
     if kind == 0:  # a key that is not the server's
         with contextlib.suppress(Exception):  # refused, as it should be
-            Client(str(path), family="AF_UNIX", authkey=rng.randbytes(32)).close()
+            wire.connect(path, rng.randbytes(32), pid=None, timeout=5).close()
         return
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(5)
@@ -40,10 +42,17 @@ def hostile_client(path: Path, rng: random.Random) -> None:
             if kind == 1:  # random bytes
                 sock.sendall(rng.randbytes(rng.randrange(1, 2048)))
             elif kind == 2:  # a header announcing a huge message, then a little of it
-                sock.sendall(struct.pack("!i", rng.choice([-1, 2**31 - 1, 10**9])) + b"x" * 7)
+                sock.sendall(struct.pack("!I", rng.choice([2**32 - 1, 2**31 - 1, 10**9]))
+                             + b"x" * 7)
             elif kind == 3:  # read the challenge, answer garbage of the right shape
                 sock.recv(1024)
-                sock.sendall(struct.pack("!i", 20) + rng.randbytes(20))
+                sock.sendall(struct.pack("!I", 20) + rng.randbytes(20))
+            elif kind == 6:  # read the challenge, answer JSON with a made-up proof
+                sock.recv(1024)
+                body = b'{"challenge": "' + rng.randbytes(32).hex().encode() + \
+                    b'", "proof": "' + rng.randbytes(32).hex().encode() + b'"}'
+                sock.sendall(struct.pack("!I", len(body)) + body)
+                sock.recv(1024)
             elif kind == 4:  # connect and say nothing, leave before the timeout
                 time.sleep(rng.random() * 0.2)
             # kind 5: connect and leave at once
@@ -52,21 +61,22 @@ def hostile_client(path: Path, rng: random.Random) -> None:
 
 
 def good_call(path: Path, key: bytes) -> object:
-    """A client with the right key: ``("ping", {"n": 1})`` and its answer."""
-    with Client(str(path), family="AF_UNIX", authkey=key) as conn:
-        conn.send(("ping", {"n": 1}))
-        return conn.recv()
+    """A client with the right key: ``["ping", {"n": 1}]`` and its answer."""
+    with wire.connect(path, key, pid=None, timeout=5) as channel:
+        channel.send(["ping", {"n": 1}])
+        return channel.recv(idle=5)
 
 
-def echo(conn: Connection) -> None:
-    """Serve a client: answer ``("pong", op, arguments)`` to each request."""
-    with conn:
+def echo(channel: wire.Channel) -> None:
+    """Serve a client: answer ``["pong", op, arguments]`` to each request."""
+    with channel:
         while True:
             try:
-                op, arguments = conn.recv()
+                op, arguments = channel.recv()
             except Exception:  # noqa: BLE001 - gone, or not a request
                 return
-            conn.send(("pong", op, arguments))
+            reply: Any = ["pong", op, arguments]
+            channel.send(reply)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         while time.monotonic() < end:
             started = time.monotonic()
             try:
-                assert good_call(server.path, key) == ("pong", "ping", {"n": 1})
+                assert good_call(server.path, key) == ["pong", "ping", {"n": 1}]
                 good += 1
             except Exception as exc:  # noqa: BLE001 - counted and shown
                 failed += 1
@@ -105,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1)
         for thread in attackers:
             thread.join()
-        final = good_call(server.path, key) == ("pong", "ping", {"n": 1})
+        final = good_call(server.path, key) == ["pong", "ping", {"n": 1}]
         server.stop()
     print(f"{sum(sent)} hostile clients in {args.seconds:g} s from {args.threads} threads; "
           f"good calls answered {good}, failed {failed}; slowest {slowest * 1000:.0f} ms; "

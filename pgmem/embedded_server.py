@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import logging
 import os
 import re
 import stat
@@ -43,6 +44,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgmem import embedded_cluster as cluster
+from pgmem import safe_paths
 from pgmem.errors import ConfigurationError, DatabaseError, wrap_db_errors
 from pgmem.migrate import (
     DEFAULT_DIM,
@@ -60,6 +62,8 @@ if TYPE_CHECKING:
 DATABASE = "pgmem"
 ROOT_HOME = Path("/var/lib/pgmem")
 PASSFILE = "pgpass"
+# Where pgmem put the socket of a cluster whose folder's path is too long for one.
+SOCKET_DIR_FILE = ".socket_dir"
 
 
 def data_home(settings: Settings | None = None) -> Path:
@@ -212,6 +216,7 @@ class EmbeddedServer:
     def _conninfo(self, database: str) -> str:
         """A DSN on the running server's socket, its password read from pgmem's passfile."""
         socket_dir, port = _socket_of(self.pgdata)
+        safe_paths.check(self.home / PASSFILE, secret=True)  # libpq reads it
         return make_conninfo(
             host=str(socket_dir), port=port, user=cluster.SUPERUSER, dbname=database,
             passfile=str(self.home / PASSFILE),
@@ -231,7 +236,7 @@ class EmbeddedServer:
                 raise DatabaseError(
                     f"the embedded PostgreSQL in {self.pgdata} did not stop: {exc}"
                 ) from exc
-            _remove_socket_dir(socket_dir, self.pgdata)
+            _remove_socket_dir(socket_dir, self.pgdata, self.home)
 
     def _start_server(self) -> None:
         cluster.engine_version()  # installed, else the error says what to install
@@ -242,23 +247,27 @@ class EmbeddedServer:
             )
         self._prepare_home()
         user = cluster.server_user()
+        # As root the cluster belongs to the server's OS user: to it alone, as it must.
+        safe_paths.check(self.pgdata, owners={user.uid})
         with _home_lock(self.home):
             # Decided under the lock: another process may have created it meanwhile.
             created = cluster.cluster_major(self.pgdata) is None
             holders = _Holders(self.home)
             holders.alive()
-            _remove_stale_pid_file(self.pgdata)
+            _remove_stale_pid_file(self.pgdata, self.home)
             if _postmaster_pid(self.pgdata) is not None and not _is_secured(self.pgdata):
                 # Started by an earlier pgmem without a password: restart it secured.
                 old_socket = _socket_of(self.pgdata)[0]
                 cluster.stop(self._major, self.pgdata, user)
-                _remove_socket_dir(old_socket, self.pgdata)
+                _remove_socket_dir(old_socket, self.pgdata, self.home)
             if _postmaster_pid(self.pgdata) is None:
                 try:
                     if created:
-                        cluster.initdb(self._major, self.pgdata, user)
-                    cluster.secure(self._major, self.pgdata, user, self.home / PASSFILE)
+                        cluster.initdb(self._major, self.pgdata, user, self.home / PASSFILE)
+                    cluster.secure(self._major, self.pgdata, user, self.home / PASSFILE,
+                                   password_set=created)
                     socket_dir = cluster.socket_dir_for(self.pgdata, user)
+                    _record_socket_dir(self.home, socket_dir, self.pgdata)
                     cluster.start(self._major, self.pgdata, user, socket_dir)
                 except (DatabaseError, OSError) as exc:
                     raise DatabaseError(
@@ -283,12 +292,13 @@ class EmbeddedServer:
         try:
             created = not self.home.exists()
             self.home.mkdir(parents=True, exist_ok=True)
-            if created and _is_root():  # the folder above the cluster must be open to it
-                self.home.chmod(self.home.stat().st_mode | _OTHERS_RX)
+            if created:  # as root the folder above the cluster must be open to its user
+                self.home.chmod(0o755 if _is_root() else 0o700)
         except OSError as exc:
             raise ConfigurationError(
                 f"cannot create pgmem's data directory {self.home}: {exc}; set PGMEM_HOME"
             ) from exc
+        safe_paths.check_home(self.home)
         if _is_root():
             binaries = cluster.bin_dir(self._major)
             for folder, what in ((self.home, "its data"), (binaries, "its programs")):
@@ -341,6 +351,7 @@ def engine_description() -> str:
 # How many EmbeddedServer objects of this process hold each cluster: one stop() must not stop
 # a server that another object still uses.
 _holders: dict[Path, int] = {}
+logger = logging.getLogger(__name__)
 _holders_lock = threading.Lock()
 
 _OTHERS_RX = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
@@ -354,6 +365,7 @@ class _Holders:
         self.path = home / ".holders.json"
 
     def _get(self) -> list[int]:
+        safe_paths.check(self.path)
         try:
             return [int(pid) for pid in json.loads(self.path.read_text())]
         except (OSError, ValueError, TypeError):
@@ -389,6 +401,7 @@ def _home_lock(home: Path) -> Iterator[None]:
     stops."""
     import fcntl
 
+    safe_paths.check(home / ".lock")
     with (home / ".lock").open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -409,16 +422,31 @@ def _print_stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _cluster_owners() -> set[int]:
+    """Who may own the files of a cluster: this user, and as root the server's OS user."""
+    import pwd
+
+    owners = {os.geteuid()}
+    if _is_root():
+        with contextlib.suppress(KeyError):
+            owners.add(pwd.getpwnam(cluster.SERVER_USER).pw_uid)
+    return owners
+
+
 def _is_secured(pgdata: Path) -> bool:
+    hba = pgdata / "pg_hba.conf"
+    safe_paths.check(hba, owners=_cluster_owners())
     try:
-        return (pgdata / "pg_hba.conf").read_text().startswith(cluster.HBA_MARK)
+        return hba.read_text().startswith(cluster.HBA_MARK)
     except OSError:
         return False
 
 
 def _pid_file_lines(pgdata: Path) -> list[str]:
+    path = pgdata / "postmaster.pid"
+    safe_paths.check(path, owners=_cluster_owners())
     try:
-        return (pgdata / "postmaster.pid").read_text().split("\n")
+        return path.read_text().split("\n")
     except OSError:
         return []
 
@@ -432,11 +460,41 @@ def _socket_of(pgdata: Path) -> tuple[Path, int]:
     return Path(lines[4].strip()), int(lines[3].strip())
 
 
-def _remove_socket_dir(socket_dir: Path, pgdata: Path) -> None:
-    """Remove a private socket folder made for a long path, once the server has left it."""
-    if socket_dir != pgdata and re.fullmatch(r"/tmp/pgmem-[^/]+", str(socket_dir)):
+def _record_socket_dir(home: Path, socket_dir: Path, pgdata: Path) -> None:
+    """Note the private folder pgmem made for the socket of ``home``'s cluster (none when the
+    socket is in the cluster's folder): only there, and in the cluster's folder, does pgmem
+    ever remove a socket or its lock."""
+    record = home / SOCKET_DIR_FILE
+    if socket_dir == pgdata:
+        record.unlink(missing_ok=True)
+        return
+    temporary = record.with_suffix(".tmp")
+    temporary.write_text(str(socket_dir))
+    temporary.replace(record)
+
+
+def _own_socket_dir(socket_dir: Path, pgdata: Path, home: Path) -> bool:
+    """Whether ``socket_dir`` is a folder pgmem made for the socket of ``home``'s cluster
+    ``pgdata``: that cluster's folder, or the private folder it recorded
+    (:func:`_record_socket_dir`)."""
+    record = home / SOCKET_DIR_FILE
+    if socket_dir == pgdata:
+        return True
+    safe_paths.check(record)
+    try:
+        recorded = Path(record.read_text().strip())
+    except OSError:
+        return False
+    return socket_dir == recorded and re.fullmatch(r"/tmp/pgmem-[^/]+", str(socket_dir)) is not None
+
+
+def _remove_socket_dir(socket_dir: Path, pgdata: Path, home: Path) -> None:
+    """Remove the private socket folder pgmem made for a long path, once the server has left
+    it."""
+    if socket_dir != pgdata and _own_socket_dir(socket_dir, pgdata, home):
         with contextlib.suppress(OSError):
             socket_dir.rmdir()
+            (home / SOCKET_DIR_FILE).unlink(missing_ok=True)
 
 
 def _postmaster_pid(pgdata: Path) -> int | None:
@@ -463,17 +521,25 @@ def _is_postmaster_of(pid: int, pgdata: Path) -> bool:
     return bool(cmdline) and Path(cmdline[0]).name == "postgres" and str(pgdata) in cmdline
 
 
-def _remove_stale_pid_file(pgdata: Path) -> None:
+def _remove_stale_pid_file(pgdata: Path, home: Path) -> None:
     """Remove ``postmaster.pid``, and the lock file of its socket, when no postmaster of
     ``pgdata`` runs under their pid. PostgreSQL removes them itself only when their pid is
     free: not when the system gave it to another process, nor while the dead server is a
-    zombie not yet reaped."""
+    zombie not yet reaped. A socket and its lock are removed only in a folder pgmem made for
+    this cluster (:func:`_own_socket_dir`), whatever folder ``postmaster.pid`` names."""
     lines = _pid_file_lines(pgdata)
     if not lines or _postmaster_pid(pgdata) is not None:
         return
     # Lines 4 and 5 of postmaster.pid: the port and the socket directory.
     if len(lines) > 4 and lines[3].strip().isdigit() and lines[4].strip():
         socket_dir = Path(lines[4].strip())
+        if not _own_socket_dir(socket_dir, pgdata, home):
+            logger.warning(
+                "pgmem: %s names the socket folder %s, which pgmem did not make for this "
+                "cluster: left untouched", pgdata / "postmaster.pid", socket_dir,
+            )
+            (pgdata / "postmaster.pid").unlink(missing_ok=True)
+            return
         lock = socket_dir / f".s.PGSQL.{lines[3].strip()}.lock"
         try:
             owner = int(lock.read_text().split("\n", 1)[0])
@@ -482,5 +548,5 @@ def _remove_stale_pid_file(pgdata: Path) -> None:
         if owner is not None and not _is_postmaster_of(owner, pgdata):
             lock.unlink(missing_ok=True)
             (socket_dir / f".s.PGSQL.{lines[3].strip()}").unlink(missing_ok=True)
-        _remove_socket_dir(socket_dir, pgdata)
+        _remove_socket_dir(socket_dir, pgdata, home)
     (pgdata / "postmaster.pid").unlink(missing_ok=True)

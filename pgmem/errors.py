@@ -85,6 +85,12 @@ class IsolationError(ConfigurationError):
     isolation level for the transaction, or pass dedupe=False."""
 
 
+class UnsafePathError(ConfigurationError):
+    """A file or folder pgmem would read from its data directory belongs to another user, or
+    others can write to it: pgmem refuses it rather than trust it (the message says how to fix
+    it)."""
+
+
 class DatabaseError(PgmemError):
     """The database reported an error."""
 

@@ -45,7 +45,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 
-from pgmem import validate
+from pgmem import safe_paths, validate
 from pgmem.aio import AsyncMemory
 from pgmem.errors import ConfigurationError, PgmemError, ScopeError
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, SearchHit, jsonable
@@ -129,23 +129,23 @@ class BearerTokens:
 
 def stored_token(home: Path) -> tuple[str, Path]:
     """The bearer token kept in ``home/mcp.token`` -- made on first use (256 random bits),
-    readable by its owner only -- and the file's path.
+    readable by its owner only -- and the file's path. The data directory and the file must
+    belong to the current user (:mod:`pgmem.safe_paths`): a token another user planted is never
+    used.
 
     Raises:
-        ConfigurationError: the file is readable by others, or cannot be read or made.
+        UnsafePathError: the folder or the file belongs to another user, or others can write
+            (or read) it.
+        ConfigurationError: the file cannot be read or made.
     """
     path = home / TOKEN_FILE
     try:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        safe_paths.check_home(home)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:
-            mode = stat.S_IMODE(path.stat().st_mode)
-            if mode & 0o077:
-                raise ConfigurationError(
-                    f"{path} is readable by other users (mode {mode:o}): chmod 600 it, or delete "
-                    "it for a new token"
-                ) from None
+            safe_paths.check(path, secret=True)
             return path.read_text().strip(), path
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_urlsafe(32) + "\n")

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import signal
+import stat
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
@@ -150,7 +151,15 @@ def test_a_configured_database_has_no_server(
 
 
 def test_a_long_home_gets_a_short_socket_path(tmp_path: Path) -> None:
-    assert server_state.socket_path(Path("/var/lib/pgmem")) == Path("/var/lib/pgmem/server.sock")
+    assert server_state.make_socket_path(Path("/var/lib/pgmem")) == Path(
+        "/var/lib/pgmem/server.sock"
+    )
     deep = tmp_path / ("d" * 120)
-    path = server_state.socket_path(deep)
-    assert len(str(path)) < 108 and path != server_state.socket_path(tmp_path / ("e" * 120))
+    path, again = server_state.make_socket_path(deep), server_state.make_socket_path(deep)
+    try:
+        assert len(str(path)) < 108 and path != again  # a fresh private folder each time
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert server_state.own_socket(deep, path)
+    finally:
+        path.parent.rmdir()
+        again.parent.rmdir()

@@ -16,14 +16,13 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
 
 from benchmarks.fuzz_server_socket import good_call, hostile_client
 from pgmem import server_state
-from pgmem.cli import background
+from pgmem.cli import background, wire
 
 KEY = b"k" * 32
 
@@ -33,14 +32,14 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[backgrou
     """A SocketServer on a temporary socket, answering ("pong", arguments) to anything."""
     monkeypatch.setattr(background, "HANDSHAKE_TIMEOUT", 0.5)
 
-    def serve(conn: Connection) -> None:
-        with conn:
+    def serve(channel: wire.Channel) -> None:
+        with channel:
             while True:
                 try:
-                    op, arguments = conn.recv()
+                    op, arguments = channel.recv()
                 except Exception:  # noqa: BLE001
                     return
-                conn.send(("pong", op, arguments))
+                channel.send(["pong", op, arguments])
 
     listener = background.SocketServer(tmp_path / "server.sock", KEY, serve)
     thread = threading.Thread(target=listener.run, daemon=True)
@@ -58,7 +57,7 @@ def test_the_socket_is_private_from_its_creation(server: background.SocketServer
 def test_hundreds_of_hostile_clients_leave_the_server_answering(
     server: background.SocketServer,
 ) -> None:
-    assert good_call(server.path, KEY) == ("pong", "ping", {"n": 1})
+    assert good_call(server.path, KEY) == ["pong", "ping", {"n": 1}]
     baseline = threading.active_count()
     rng = random.Random(25)
     attackers = [
@@ -70,7 +69,7 @@ def test_hundreds_of_hostile_clients_leave_the_server_answering(
             thread.start()
         for thread in attackers[batch : batch + 30]:
             thread.join(30)
-        assert good_call(server.path, KEY) == ("pong", "ping", {"n": 1})
+        assert good_call(server.path, KEY) == ["pong", "ping", {"n": 1}]
     # every hostile client's thread has ended (each handshake is bounded)
     deadline = time.monotonic() + 10
     while threading.active_count() > baseline and time.monotonic() < deadline:
@@ -82,7 +81,7 @@ def test_a_silent_client_does_not_hold_up_the_next(server: background.SocketServ
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
         silent.connect(str(server.path))
         started = time.monotonic()
-        assert good_call(server.path, KEY) == ("pong", "ping", {"n": 1})
+        assert good_call(server.path, KEY) == ["pong", "ping", {"n": 1}]
         assert time.monotonic() - started < 0.4  # not after the silent one's timeout
         silent.settimeout(5)
         silent.recv(1024)  # the challenge

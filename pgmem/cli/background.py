@@ -17,15 +17,19 @@ PostgreSQL that died under a living background process is started again on the n
 command's ``ping``; a PostgreSQL left by a killed background process is stopped by the next
 command that starts its own (:mod:`pgmem.embedded_server`).
 
-The socket (mode 0600 from its creation) speaks ``multiprocessing.connection``'s protocol,
-authenticated by a random key in ``HOME/server.key`` (mode 0600): only the user who started the
-server can talk to it. Each client is handled in a thread of its own (:class:`SocketServer`):
-one that fails the handshake, sends garbage or nothing is dropped within
-:data:`HANDSHAKE_TIMEOUT` and never stops the server.
+The socket (mode 0600 from its creation: in ``HOME``, or for a long ``HOME`` in a fresh
+private folder of the temporary directory) speaks :mod:`pgmem.cli.wire`'s protocol: JSON
+frames of bounded size, never pickle, after a handshake in which each side proves it knows the
+random key in ``HOME/server.key`` (mode 0600). A command talks only to a server whose state
+file, key and socket belong to its user (:mod:`pgmem.safe_paths`) and whose process runs as
+that user. Each client is handled in a thread of its own (:class:`SocketServer`): one that
+fails the handshake, sends garbage or nothing is dropped within :data:`HANDSHAKE_TIMEOUT` and
+never stops the server.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import functools
@@ -35,25 +39,26 @@ import os
 import secrets
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
 from pathlib import Path
 from typing import Any
 
+from pgmem import safe_paths
 from pgmem.answers import answer, value_of
-from pgmem.errors import ConfigurationError, DatabaseError, PgmemError
+from pgmem.cli import wire
+from pgmem.errors import ConfigurationError, DatabaseError, PgmemError, UnsafePathError
 from pgmem.server_state import (
     MODULE,
     ServerState,
+    make_socket_path,
+    own_socket,
     remove_state,
     running,
-    socket_path,
     state_file,
 )
 from pgmem.settings import Settings, variable_of
@@ -70,6 +75,10 @@ START_TIMEOUT = 300.0
 HANDSHAKE_TIMEOUT = 5.0
 #: Clients in their handshake at once; more are closed at once (a flood cannot pile up threads).
 MAX_HANDSHAKES = 64
+#: Seconds a command waits for each answer (a batch of embeddings included).
+REPLY_TIMEOUT = 600.0
+#: Seconds the server waits for the rest of a request once it has begun.
+REQUEST_TIMEOUT = 60.0
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +90,7 @@ class ServerClient:
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
-        self._conn: Connection | None = None
+        self._conn: wire.Channel | None = None
         self._info: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
@@ -95,17 +104,35 @@ class ServerClient:
         try:
             with self._lock:
                 if self._conn is None:
-                    key = (Path(self.state.home) / KEY_FILE).read_bytes()
-                    self._conn = Client(self.state.socket, family="AF_UNIX", authkey=key)
-                self._conn.send((op, arguments))
-                reply = self._conn.recv()
+                    self._conn = self._connect()
+                self._conn.send({"op": op, "args": arguments})
+                reply = self._conn.recv(idle=REPLY_TIMEOUT, within=REPLY_TIMEOUT)
+            if not (isinstance(reply, dict) and isinstance(reply.get("ok"), bool)
+                    and "value" in reply):
+                raise wire.WireError("an answer that is not pgmem's")
         except (OSError, EOFError, ValueError) as exc:
             self.close()
             raise ConfigurationError(
                 f"the pgmem server (pid {self.state.pid}) does not answer: {exc}; "
                 "`pgmem server stop` and start it again"
             ) from exc
-        return value_of(reply)
+        return value_of((reply["ok"], reply["value"]))
+
+    def _connect(self) -> wire.Channel:
+        """The channel to the server, once its key and socket pass the owner checks."""
+        home, socket_file = Path(self.state.home), Path(self.state.socket)
+        if not own_socket(home, socket_file):
+            raise UnsafePathError(
+                f"{state_file(home)} names the socket {socket_file}, which is not where pgmem "
+                f"puts the socket of {home}'s server: `pgmem server stop`, or remove the file"
+            )
+        key_path = home / KEY_FILE
+        if safe_paths.check(key_path, secret=True) is None:
+            raise ConfigurationError(f"the pgmem server's key {key_path} is gone")
+        return wire.connect(
+            socket_file, key_path.read_bytes(), pid=self.state.pid,
+            timeout=HANDSHAKE_TIMEOUT,
+        )
 
     def info(self) -> dict[str, Any]:
         """What the server holds: the models' names, spaCy's pipe names, its PostgreSQL; the
@@ -134,7 +161,7 @@ class RemoteEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Any:
         """The server's embeddings of ``texts`` (a float32 array)."""
-        return self._client.call("embed", texts=list(texts))
+        return _array_of(self._client.call("embed", texts=list(texts)))
 
 
 def remote_analyzer(client: ServerClient) -> Any:
@@ -159,10 +186,51 @@ def remote_analyzer(client: ServerClient) -> Any:
             return self.analyze_many([text])[0]
 
         def analyze_many(self, texts: Any, batch_size: int = 64) -> list[Analysis]:
-            result: list[Analysis] = client.call("analyze", texts=list(texts))
-            return result
+            return [_analysis_of(item) for item in client.call("analyze", texts=list(texts))]
 
     return RemoteAnalyzer(info["spacy_config"])
+
+
+def _array_json(array: Any) -> dict[str, Any]:
+    """A float32 array as JSON: its shape and its bytes (little-endian, base64)."""
+    import numpy as np
+
+    values = np.ascontiguousarray(array, dtype="<f4")
+    return {"shape": list(values.shape), "f4": base64.b64encode(values.tobytes()).decode()}
+
+
+def _array_of(message: Any) -> Any:
+    """The float32 array of :func:`_array_json`'s message.
+
+    Raises:
+        WireError: the message is not one.
+    """
+    import numpy as np
+
+    try:
+        shape = tuple(int(n) for n in message["shape"])
+        return np.frombuffer(base64.b64decode(message["f4"], validate=True), dtype="<f4") \
+            .reshape(shape).astype(np.float32)
+    except (TypeError, KeyError, ValueError) as exc:
+        raise wire.WireError(f"an embedding answer that is not an array: {exc}") from exc
+
+
+def _analysis_json(analysis: Any) -> dict[str, Any]:
+    return {"lexemes": list(analysis.lexemes),
+            "entities": [[e.name, e.surface, e.label] for e in analysis.entities]}
+
+
+def _analysis_of(message: Any) -> Any:
+    from pgmem.nlp import Analysis, Entity
+
+    try:
+        return Analysis(
+            lexemes=tuple(str(x) for x in message["lexemes"]),
+            entities=tuple(Entity(str(n), str(s), str(label))
+                           for n, s, label in message["entities"]),
+        )
+    except (TypeError, KeyError, ValueError) as exc:
+        raise wire.WireError(f"an analysis answer that is not one: {exc}") from exc
 
 
 # -- the background process ------------------------------------------------------------------
@@ -177,7 +245,13 @@ def start(home: Path, schema: str, idle: float) -> ServerState:
         DatabaseError: the server did not start (the message names its log).
     """
     try:
+        created = not home.exists()
         home.mkdir(parents=True, exist_ok=True)
+        if created:  # as root the folder above the cluster must be open to its OS user
+            home.chmod(0o755 if os.geteuid() == 0 else 0o700)
+        safe_paths.check_home(home)
+        safe_paths.check(home / LOCK_FILE)
+        safe_paths.check(home / LOG_FILE)
         lock = open(home / LOCK_FILE, "ab")  # noqa: SIM115 -- closed below
     except OSError as exc:
         raise ConfigurationError(f"cannot write to pgmem's data directory {home}: {exc}") from exc
@@ -220,22 +294,14 @@ def _logged_error(home: Path) -> str:
 # -- the background process ------------------------------------------------------------------
 
 
-def _socket_timeouts(conn: Connection, seconds: float) -> None:
-    """Bound each blocking read and write on ``conn``'s socket (0: no bound)."""
-    value = struct.pack("ll", int(seconds), int(seconds % 1 * 1_000_000))
-    with socket.socket(fileno=os.dup(conn.fileno())) as sock:  # options are the socket's
-        for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
-            sock.setsockopt(socket.SOL_SOCKET, option, value)
-
-
 class SocketServer:
     """The background server's Unix socket: made with mode 0600, each client handled in a
-    thread of its own by ``serve(conn)`` once it has passed ``multiprocessing.connection``'s
-    challenge with ``key`` (both ways, as ``Listener`` does). A client that fails it -- a wrong
-    key, garbage, silence (:data:`HANDSHAKE_TIMEOUT`) -- is closed; nothing a client does
-    stops :meth:`run`, only :meth:`stop`."""
+    thread of its own by ``serve(channel)`` once it has passed :mod:`pgmem.cli.wire`'s
+    handshake with ``key`` (each side proves it knows it). A client that fails it -- another
+    user, a wrong key, garbage, a frame too large, silence (:data:`HANDSHAKE_TIMEOUT`) -- is
+    closed; nothing a client does stops :meth:`run`, only :meth:`stop`."""
 
-    def __init__(self, path: Path, key: bytes, serve: Callable[[Connection], None]) -> None:
+    def __init__(self, path: Path, key: bytes, serve: Callable[[wire.Channel], None]) -> None:
         self.path = path
         self._key = key
         self._serve = serve
@@ -265,7 +331,6 @@ class SocketServer:
                 if not self._slots.acquire(blocking=False):
                     client.close()
                     continue
-                client.setblocking(True)
                 threading.Thread(target=self._client, args=(client,), daemon=True).start()
 
     def stop(self) -> None:
@@ -273,20 +338,17 @@ class SocketServer:
         self._stopping.set()
 
     def _client(self, client: socket.socket) -> None:
+        channel = wire.Channel(client)
         try:
-            conn = Connection(client.detach())
             try:
-                _socket_timeouts(conn, HANDSHAKE_TIMEOUT)
-                deliver_challenge(conn, self._key)
-                answer_challenge(conn, self._key)
-                _socket_timeouts(conn, 0)  # a command may stay idle between calls
+                wire.serve_handshake(channel, self._key, HANDSHAKE_TIMEOUT)
             except Exception as exc:  # noqa: BLE001 - any failed handshake only drops it
                 logger.debug("pgmem server: a client failed the handshake: %r", exc)
-                conn.close()
+                channel.close()
                 return
         finally:
             self._slots.release()
-        self._serve(conn)
+        self._serve(channel)
 
 
 def _failed(op: str, exc: Exception) -> str:
@@ -325,10 +387,10 @@ class _Background:
         key = secrets.token_bytes(32)
         key_path = self.home / KEY_FILE
         key_path.unlink(missing_ok=True)
-        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(key)
-        sock = socket_path(self.home)
+        sock = make_socket_path(self.home)
         listener = SocketServer(sock, key, self._serve)
         state = ServerState(
             pid=os.getpid(), dsn=dsn, schema=self.schema, home=str(self.home),
@@ -366,28 +428,31 @@ class _Background:
             self.clients += opened
             self.last_seen = time.monotonic()
 
-    def _serve(self, conn: Connection) -> None:
+    def _serve(self, channel: wire.Channel) -> None:
         self._seen(+1)
         try:
-            self._requests(conn)
+            self._requests(channel)
         finally:
             self._seen(-1)
 
-    def _requests(self, conn: Connection) -> None:
-        with conn:
+    def _requests(self, channel: wire.Channel) -> None:
+        with channel:
             while True:
                 try:
-                    op, arguments = conn.recv()
+                    request = channel.recv(within=REQUEST_TIMEOUT)  # a command may stay idle
+                    op, arguments = request["op"], request["args"]
+                    if not isinstance(op, str) or not isinstance(arguments, dict):
+                        return
                 except Exception:  # noqa: BLE001 - gone, or not a request: drop the client
                     return
                 self._seen()
                 # the command raises a PgmemError again, by class name
-                reply = answer(
+                ok, value = answer(
                     functools.partial(self._answer, op, arguments), functools.partial(_failed, op)
                 )
                 try:
-                    conn.send(reply)
-                except OSError:
+                    channel.send({"ok": ok, "value": value})
+                except (OSError, TypeError, ValueError):
                     return
 
     def _answer(self, op: str, arguments: dict[str, Any]) -> Any:
@@ -402,12 +467,14 @@ class _Background:
                 "pipe_names": list(nlp.pipe_names),
                 "entities_available": self.analyzer.entities_available,
             }
-        if op == "embed":
+        if op in ("embed", "analyze"):
+            texts = arguments.get("texts")
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                raise PgmemError(f"the pgmem server's {op} takes a list of texts")
             with self.models_lock:
-                return self.embedder.embed(arguments["texts"])
-        if op == "analyze":
-            with self.models_lock:
-                return self.analyzer.analyze_many(arguments["texts"])
+                if op == "embed":
+                    return _array_json(self.embedder.embed(texts))
+                return [_analysis_json(a) for a in self.analyzer.analyze_many(texts)]
         raise PgmemError(f"the pgmem server has no operation {op!r}")
 
     def _ensure_postgres(self) -> None:

@@ -14,7 +14,7 @@ from pgmem.cli import background
 from pgmem.cli.background import ServerClient
 from pgmem.default_database import DefaultDatabase, configured_dsn
 from pgmem.embedded_server import data_home
-from pgmem.errors import PgmemError
+from pgmem.errors import PgmemError, UnsafePathError
 from pgmem.settings import Settings, variable_of
 
 if TYPE_CHECKING:
@@ -106,6 +106,9 @@ class Session:
                 client = ServerClient(state)
                 try:
                     self._server_models = client.info()  # it answers, its PostgreSQL runs
+                except UnsafePathError:  # another user's files: say so, never work around
+                    client.close()
+                    raise
                 except PgmemError:
                     client.close()
                 else:
