@@ -1,0 +1,78 @@
+"""pgmem's advisory locks through one function it owns, keyed by a salt every tenant has.
+
+Tenant roles (``pgmem grant-tenant``) lose the ``pg_advisory_*`` functions: a role that may take
+advisory locks of its own choosing may fill the server's lock table and stop every other
+session. pgmem's writes take theirs through ``take_locks``, a SECURITY DEFINER function of the
+schema's owner with a fixed search_path. It takes transaction-scoped locks only, keyed by the
+tenant's secret salt (which the caller must show: a tenant role reads only its own), and at most
+256 per call and kind: a key falls in one of 256 buckets per tenant and kind, so that a delete
+of a scope of any size takes a bounded number of locks. Every tenant with memories gets a salt
+here; a Memory gives its tenant one on its first call.
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-12-05
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from pgmem.migrate import current_settings
+
+revision = "0008"
+down_revision = "0007"
+branch_labels = None
+depends_on = None
+
+TAKE_LOCKS = """
+CREATE FUNCTION "{schema}".take_locks(for_tenant text, salt text, kind text, lock_keys text[])
+    RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, "{schema}", pg_temp
+AS $body$
+DECLARE
+    bucket integer;
+    taken integer := 0;
+BEGIN
+    IF kind IS NULL OR kind NOT IN ('content', 'item', 'entity') THEN
+        RAISE EXCEPTION 'pgmem lock kind % is not content, item or entity', kind
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF salt IS NULL THEN
+        IF EXISTS (SELECT FROM tenant_secrets s WHERE s.tenant = for_tenant) THEN
+            RAISE EXCEPTION 'role % may not take the locks of tenant %', session_user, for_tenant
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        RETURN 0;
+    END IF;
+    IF NOT EXISTS (SELECT FROM tenant_secrets s
+                    WHERE s.tenant = for_tenant AND s.lock_salt = salt) THEN
+        RAISE EXCEPTION 'role % may not take the locks of tenant %', session_user, for_tenant
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    FOR bucket IN
+        SELECT DISTINCT hashtext(salt || chr(10) || k) & 255 FROM unnest(lock_keys) k ORDER BY 1
+    LOOP
+        PERFORM pg_advisory_xact_lock(hashtext(kind || chr(10) || salt), bucket);
+        taken := taken + 1;
+    END LOOP;
+    RETURN taken;
+END
+$body$
+"""
+
+
+def upgrade() -> None:
+    schema = current_settings().schema  # a checked plain identifier
+    op.execute(TAKE_LOCKS.replace("{schema}", schema))
+    # A salt for every tenant that has memories (the owner's 'default' among them).
+    op.execute(
+        f'INSERT INTO "{schema}".tenant_secrets (tenant)'
+        f' SELECT DISTINCT m.tenant FROM "{schema}".memories m ON CONFLICT DO NOTHING'
+    )
+
+
+def downgrade() -> None:
+    schema = current_settings().schema
+    op.execute(f'DROP FUNCTION "{schema}".take_locks(text, text, text, text[])')
