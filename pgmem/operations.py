@@ -75,7 +75,6 @@ from pgmem.steps import (
     history_steps,
     insert_steps,
     list_steps,
-    lock_salt_steps,
     search_batch,
     search_sql_steps,
     space_steps,
@@ -527,17 +526,12 @@ class Operations:
             SchemaError: the schema is missing or too old.
         """
         if self._space is None or time.monotonic() - self._space_read > RECHECK_SECONDS:
-            space = yield from transaction(lambda _: self._space_steps())
+            space = yield from transaction(lambda _: space_steps(self.store))
             if not matches(space, self.embedder_name):
                 dim = yield from compute(self.models.embedder_dimension)
                 raise mismatch(self.schema, space, self.embedder_name, dim)
             self._space, self._space_read = space, time.monotonic()
         return self._space
-
-    def _space_steps(self) -> Steps[EmbeddingSpace]:
-        space = yield from space_steps(self.store)
-        yield from lock_salt_steps(self.store, self.tenant)  # before the tenant's first write
-        return space
 
     def _checked_query(self, query: object) -> str:
         longest, setting = validate.query_limit(self.limits)

@@ -71,15 +71,6 @@ def space_steps(store: Store) -> Steps[EmbeddingSpace]:
     return space
 
 
-def lock_salt_steps(store: Store, tenant: str) -> Steps[None]:
-    """Give ``tenant`` its secret lock salt (``tenant_secrets``) if it has none and the role
-    may write it (the owner). The keys of pgmem's advisory locks hold it, so that no role that
-    cannot read it can compute them; a tenant role's salt is made by ``pgmem grant-tenant``."""
-    state = yield from result_of(store.lock_salt_state(tenant))
-    if state is not None and not state["visible"] and state["may_create"]:
-        yield store.create_lock_salt(tenant)
-
-
 #: What a write that stores vectors checks first: the space its vectors were made for, and the
 #: name of the embedder that made them.
 VectorsOf = tuple[EmbeddingSpace, str]

@@ -430,16 +430,6 @@ class Store:
         }
         return self._statement("schema_tables", params, "one", _row)
 
-    def lock_salt_state(self, tenant: str) -> Statement[Row | None]:
-        """Whether the caller sees ``tenant``'s lock salt (``visible``), and whether it may
-        create one (``may_create``)."""
-        params = {"tenant": tenant, "secrets_table": f'"{self.schema}".tenant_secrets'}
-        return self._statement("lock_salt_state", params, "one", _row)
-
-    def create_lock_salt(self, tenant: str) -> Statement[None]:
-        """Give ``tenant`` a secret lock salt if it has none."""
-        return self._statement("create_lock_salt", {"tenant": tenant}, "nothing", _nothing)
-
     def embedding_models(self) -> Statement[list[Row]]:
         """The rows of ``embedding_models``: the current model, and the next during a
         re-embedding."""

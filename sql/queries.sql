@@ -1024,18 +1024,6 @@ SELECT extversion FROM pg_extension WHERE extname = 'vector'
 SELECT to_regclass(%(memories_table)s) IS NOT NULL AS memories,
        to_regclass(%(models_table)s) IS NOT NULL AS embedding_models
 
--- name: lock_salt_state
--- Whether the caller sees the tenant's lock salt (a tenant role sees only its own), and whether
--- it may create one (the owner, outside a read-only transaction).
-SELECT EXISTS (SELECT FROM {schema}.tenant_secrets s WHERE s.tenant = %(tenant)s::text)
-           AS visible,
-       has_table_privilege(%(secrets_table)s, 'INSERT')
-           AND current_setting('transaction_read_only') = 'off' AS may_create
-
--- name: create_lock_salt
--- A tenant's secret lock salt (see take_locks in sql/schema.sql), if it has none.
-INSERT INTO {schema}.tenant_secrets (tenant) VALUES (%(tenant)s::text) ON CONFLICT DO NOTHING
-
 -- name: embedding_models
 -- The model of the stored vectors (role 'current') and of a re-embedding in progress ('next').
 SELECT e.role, e.model, e.dim, e.storage FROM {schema}.embedding_models e

@@ -112,7 +112,12 @@ SELECT has_function_privilege(%(tenant)s::text, 'pg_catalog.pg_advisory_lock(big
 -- name: lock_salt
 -- The tenant's secret lock salt (see tenant_secrets in sql/schema.sql): another tenant role
 -- cannot read it, so it cannot take this tenant's advisory locks.
-INSERT INTO {schema}.tenant_secrets (tenant) VALUES (%(tenant)s) ON CONFLICT DO NOTHING;
+-- The salt derives from the schema's secret (the row of tenant '', sql/schema.sql), as
+-- take_locks computes it.
+INSERT INTO {schema}.tenant_secrets (tenant, lock_salt)
+SELECT %(tenant)s, encode(sha256(convert_to(s.lock_salt || chr(10) || %(tenant)s, 'UTF8')), 'hex')
+  FROM {schema}.tenant_secrets s WHERE s.tenant = ''
+    ON CONFLICT (tenant) DO UPDATE SET lock_salt = EXCLUDED.lock_salt;
 
 -- name: record_model
 -- The embedding model on record, written by the owner if none is (a tenant role cannot).

@@ -154,10 +154,10 @@ def test_migrate_creates_and_reports_the_schema(
     empty_db_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = Run(empty_db_dsn, capsys)
-    assert run.ok("migrate") == "schema pgmem is at revision 0007 (384-dimensional embeddings)\n"
-    assert run.ok("migrate") == "schema pgmem is at revision 0007 (384-dimensional embeddings)\n"
+    assert run.ok("migrate") == "schema pgmem is at revision 0008 (384-dimensional embeddings)\n"
+    assert run.ok("migrate") == "schema pgmem is at revision 0008 (384-dimensional embeddings)\n"
     out = run.ok("migrate", "--schema", "small", "--dim", "8")
-    assert out == "schema small is at revision 0007 (8-dimensional embeddings)\n"
+    assert out == "schema small is at revision 0008 (8-dimensional embeddings)\n"
     assert "migrate was asked for 16" in run.error("--schema", "small", "migrate", "--dim", "16")
 
 
@@ -368,7 +368,7 @@ def test_doctor_on_a_healthy_database(demo: Run) -> None:
     out = demo.ok("doctor")
     assert re.search(r"^ok    PostgreSQL \d+", out, re.MULTILINE)
     assert re.search(r"^ok    pgvector 0\.\d+\.\d+ installed in the database$", out, re.MULTILINE)
-    assert "schema 'pgmem' at revision 0007 (the newest), 384-dimensional embeddings" in out
+    assert "schema 'pgmem' at revision 0008 (the newest), 384-dimensional embeddings" in out
     assert "indexes present: HNSW" in out
     assert "(384 dimensions, as the schema)" in out
     assert "with entity recognition" in out
