@@ -62,9 +62,9 @@ class ItemStore(Store):
         super().__init__(schema)
         self.queries = Queries(schema, _blocks())
 
-    def lock_items(self, params: Row) -> Statement[list[Row]]:
+    def lock_items(self, params: Row, citus: bool = False) -> Statement[list[Row]]:
         """Lock each (namespace, key) written, in key order."""
-        return self._statement("lock_items", params, "all", _rows)
+        return self._statement("lock_items_citus" if citus else "lock_items", params, "all", _rows)
 
     def existing_items(self, params: Row) -> Statement[list[Row]]:
         """The memories of these (namespace, key) pairs, locked: ord, id, created_at."""
@@ -450,12 +450,12 @@ class Items:
         def steps(capabilities: ServerCapabilities) -> Steps[None]:
             if vectors_of is not None:
                 yield from model_check_steps(self.store, vectors_of)
-            yield from result_of(self.store.lock_items(keys))
+            yield from result_of(self.store.lock_items(keys, capabilities.citus))
             existing = yield from result_of(self.store.existing_items(keys))
             ids = [row["id"] for row in existing]
             names = [] if params is None else params["entity_names"]
             yield from result_of(self.store.lock_linked_entities(
-                {"tenant": self.tenant, "ids": ids, "entity_names": names}
+                {"tenant": self.tenant, "ids": ids, "entity_names": names}, capabilities.citus
             ))
             if ids:
                 yield from delete_memories_steps(
@@ -487,7 +487,9 @@ class Items:
                 if not ids:
                     return 0
                 deleted = delete_params(self.tenant, ids)
-                yield from result_of(self.store.lock_linked_entities(deleted))
+                yield from result_of(
+                    self.store.lock_linked_entities(deleted, capabilities.citus)
+                )
                 return len((yield from delete_memories_steps(
                     self.store, deleted, routed=capabilities.citus
                 )))

@@ -255,7 +255,7 @@ def test_the_owners_tenants_have_salts_no_tenant_role_can_use(
     from the schema's secret, and a tenant role can take no lock of its own choosing."""
     from pgmem.langgraph import PgmemStore
 
-    _, mem_b, _, dsn_b = tenants
+    dsn_b = tenants[3]
     with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, lock_timeout=BOUND) as owner, \
             PgmemStore(owner) as store:
         with psycopg.connect(dsn_b, autocommit=True) as attacker:
