@@ -320,6 +320,12 @@ def _parse_key(key: object, where: str) -> tuple[str, tuple[str, ...]]:
     return key, segments
 
 
+def check_filter_size(filters: object, limits: Limits = DEFAULT_LIMITS) -> None:
+    """FilterLimitError when ``filters`` (any filter language's) take more bytes as JSON than
+    ``limits.max_filter_bytes``."""
+    _check_size(filters, limits.max_filter_bytes)
+
+
 def _check_size(filters: object, limit: int) -> None:
     """FilterLimitError when ``filters`` take more than ``limit`` bytes as JSON. (A filter that
     is no JSON, or nests too deep for it, gets its own error from the compilation.)"""

@@ -28,7 +28,8 @@ from psycopg.types.json import Jsonb
 from pgmem import validate
 from pgmem.builders import SearchRequest, delete_params
 from pgmem.effects import Operation, Steps, compute, result_of, transaction
-from pgmem.errors import FilterError, InvalidInputError
+from pgmem.errors import FilterError, FilterLimitError, InvalidInputError
+from pgmem.filters import check_filter_size
 from pgmem.operations import Operations
 from pgmem.queries import Queries, sql_blocks
 from pgmem.results import SearchHit
@@ -61,9 +62,9 @@ class ItemStore(Store):
         super().__init__(schema)
         self.queries = Queries(schema, _blocks())
 
-    def lock_items(self, params: Row) -> Statement[list[Row]]:
+    def lock_items(self, params: Row, citus: bool = False) -> Statement[list[Row]]:
         """Lock each (namespace, key) written, in key order."""
-        return self._statement("lock_items", params, "all", _rows)
+        return self._statement("lock_items_citus" if citus else "lock_items", params, "all", _rows)
 
     def existing_items(self, params: Row) -> Statement[list[Row]]:
         """The memories of these (namespace, key) pairs, locked: ord, id, created_at."""
@@ -125,7 +126,8 @@ class FoundItem:
 
 
 def item_filter(
-    filter: Mapping[str, Any] | None, *, omit_expired: bool, indexed_only: bool = False
+    filter: Mapping[str, Any] | None, *, omit_expired: bool, indexed_only: bool = False,
+    limits: validate.Limits = validate.DEFAULT_LIMITS,
 ) -> tuple[sql.Composable, dict[str, Any]]:
     """A LangGraph store filter as a SQL condition on the item's value (``m.metadata``) and its
     parameters (named ``if0``, ``if1``...), as LangGraph's InMemoryStore compares: a value
@@ -137,14 +139,33 @@ def item_filter(
     Raises:
         FilterError: the filter is not a dict with string keys, or names an unknown operator
             or a non-numeric bound.
+        FilterLimitError: the filter is larger than ``limits`` allow (as a Memory's filters:
+            bytes as JSON, conditions, bound values), checked as it compiles.
     """
     params: dict[str, Any] = {}
     parts: list[sql.Composable] = []
+    if filter is not None:
+        check_filter_size(filter, limits)
 
     def param(value: Any) -> sql.Composable:
+        if len(params) >= limits.max_filter_parameters:
+            most = limits.max_filter_parameters
+            raise FilterLimitError(
+                f"filters bind more than {most} values; the limit is {most} "
+                "(Limits.max_filter_parameters)"
+            )
         name = f"if{len(params)}"
         params[name] = value
         return sql.Placeholder(name)
+
+    def condition(part: sql.Composable) -> None:
+        if len(parts) >= limits.max_filter_conditions:
+            most = limits.max_filter_conditions
+            raise FilterLimitError(
+                f"filters hold more than {most} conditions; the limit is {most} "
+                "(Limits.max_filter_conditions)"
+            )
+        parts.append(part)
 
     def at(path: list[str]) -> sql.Composable:
         return sql.SQL("(m.metadata #> {}::text[])").format(param(path))
@@ -159,13 +180,13 @@ def item_filter(
             raise FilterError("the filter nests deeper than 32 levels")
         if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted):
             for operator, bound in wanted.items():
-                parts.append(_operator(path, operator, bound, at, equal, param))
+                condition(_operator(path, operator, bound, at, equal, param))
         elif isinstance(wanted, Mapping):
-            parts.append(sql.SQL("jsonb_typeof({}) = 'object'").format(at(path)))
+            condition(sql.SQL("jsonb_typeof({}) = 'object'").format(at(path)))
             for name, inner in wanted.items():
                 walk([*path, _filter_key(name)], inner, depth + 1)
         else:
-            parts.append(equal(path, list(wanted) if isinstance(wanted, tuple) else wanted))
+            condition(equal(path, list(wanted) if isinstance(wanted, tuple) else wanted))
 
     if filter is not None:
         if not isinstance(filter, Mapping):
@@ -267,7 +288,9 @@ class Items:
     ) -> Operation[list[FoundItem]]:
         """A page of the items under ``prefix`` matching ``filter``, most recently updated
         first."""
-        condition, filter_params = item_filter(filter, omit_expired=self.omit_expired)
+        condition, filter_params = item_filter(
+            filter, omit_expired=self.omit_expired, limits=self.ops.limits
+        )
         params = {
             **Scope(self.tenant, namespace=prefix).params(), **filter_params,
             "limit": limit, "offset": offset, "refresh": refresh,
@@ -342,7 +365,7 @@ class Items:
     ) -> SearchRequest:
         """A checked search of the indexed items under ``prefix``."""
         condition, filter_params = item_filter(
-            filter, omit_expired=self.omit_expired, indexed_only=True
+            filter, omit_expired=self.omit_expired, indexed_only=True, limits=self.ops.limits
         )
         if limit > validate.MAX_LIMIT:
             raise InvalidInputError(
@@ -427,12 +450,12 @@ class Items:
         def steps(capabilities: ServerCapabilities) -> Steps[None]:
             if vectors_of is not None:
                 yield from model_check_steps(self.store, vectors_of)
-            yield from result_of(self.store.lock_items(keys))
+            yield from result_of(self.store.lock_items(keys, capabilities.citus))
             existing = yield from result_of(self.store.existing_items(keys))
             ids = [row["id"] for row in existing]
             names = [] if params is None else params["entity_names"]
             yield from result_of(self.store.lock_linked_entities(
-                {"tenant": self.tenant, "ids": ids, "entity_names": names}
+                {"tenant": self.tenant, "ids": ids, "entity_names": names}, capabilities.citus
             ))
             if ids:
                 yield from delete_memories_steps(
@@ -464,7 +487,9 @@ class Items:
                 if not ids:
                     return 0
                 deleted = delete_params(self.tenant, ids)
-                yield from result_of(self.store.lock_linked_entities(deleted))
+                yield from result_of(
+                    self.store.lock_linked_entities(deleted, capabilities.citus)
+                )
                 return len((yield from delete_memories_steps(
                     self.store, deleted, routed=capabilities.citus
                 )))

@@ -415,9 +415,16 @@ def _key(key: object) -> str:
     return key
 
 
+#: The largest ``limit``, ``offset`` and ``max_depth`` a store operation takes: its values
+#: reach SQL as bigint, and an LLM may choose them (LangMem passes its tool's arguments on).
+MOST = {"limit": 10_000, "offset": 1_000_000, "max_depth": 1_000}
+
+
 def _count(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidInputError(f"{what} must be a non-negative integer, got {value!r}")
+    if value > MOST[what]:
+        raise InvalidInputError(f"{what} must be at most {MOST[what]:,}, got {value}")
     return value
 
 

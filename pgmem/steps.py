@@ -120,7 +120,8 @@ def insert_steps(
     """
     if vectors_of is not None:
         yield from model_check_steps(store, vectors_of)
-    yield store.lock_contents(params)  # entity-name locks always, duplicate locks with dedupe
+    # entity-name locks always, duplicate locks with dedupe
+    yield store.lock_contents(params, routed)
     yield from taken_ids_steps(store, tenant, params, first)
     rows = yield from (
         routed_insert_steps(store, params) if routed
@@ -170,14 +171,14 @@ def update_steps(
     if guard:
         yield from get_steps(store, tenant, memory_id, guard)
     if params["content_hash"] is not None:  # a new text: add's duplicate rule, under its lock
-        yield store.lock_update_content(params)
+        yield store.lock_update_content(params, routed)
         duplicate = yield from result_of(store.update_duplicate(params))
         if duplicate is not None:
             raise DuplicateError(
                 f"memory {duplicate} of this scope already has this text: the update of "
                 f"{memory_id} is refused, nothing was written"
             )
-    yield store.lock_linked_entities(params)
+    yield store.lock_linked_entities(params, routed)
     row = yield from (
         routed_update_steps(store, params) if routed
         else result_of(store.update_memory(params))
@@ -198,7 +199,7 @@ def delete_steps(
         raise not_found(tenant, memory_id)
     if guard:
         yield from get_steps(store, tenant, memory_id, guard)
-    yield store.lock_linked_entities(params)
+    yield store.lock_linked_entities(params, routed)
     if routed:
         yield from routed_delete_steps(store, params)
     else:
@@ -214,7 +215,7 @@ def delete_all_steps(
     if not ids:
         return 0
     params = delete_params(tenant, ids)
-    yield store.lock_linked_entities(params)
+    yield store.lock_linked_entities(params, routed)
     return len((yield from delete_memories_steps(store, params, routed=routed)))
 
 

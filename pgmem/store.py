@@ -243,10 +243,10 @@ class Store:
 
     # -- lifecycle: each change runs its lock statements, then the change, in one transaction
 
-    def lock_contents(self, params: Row) -> Statement[None]:
+    def lock_contents(self, params: Row, citus: bool = False) -> Statement[None]:
         """Take the duplicate-detection locks of a batch (held until the transaction ends).
         Fetches nothing, so that in pipeline mode it travels with ``insert_memories``."""
-        return self._statement("lock_contents", params, "nothing", _nothing)
+        return self._statement("lock_contents_citus" if citus else "lock_contents", params, "nothing", _nothing)
 
     def insert_memories(self, params: Row) -> Statement[list[Row]]:
         """Insert a batch with its entities, links and ADD events; one row per item, in order:
@@ -342,9 +342,9 @@ class Store:
         """Lock memory ``id`` for this transaction; False when the tenant has no such memory."""
         return self._statement("lock_memory", params, "one", _found)
 
-    def lock_update_content(self, params: Row) -> Statement[None]:
+    def lock_update_content(self, params: Row, citus: bool = False) -> Statement[None]:
         """Take the duplicate lock of an update's new text in its memory's scope."""
-        return self._statement("lock_update_content", params, "all", _nothing)
+        return self._statement("lock_update_content_citus" if citus else "lock_update_content", params, "all", _nothing)
 
     def update_duplicate(self, params: Row) -> Statement[uuid.UUID | None]:
         """Another memory of the scope holding the update's new text, or None."""
@@ -354,9 +354,9 @@ class Store:
         """Lock every memory of the scope for this transaction; their ids."""
         return self._statement("lock_scope_memories", params, "all", _ids)
 
-    def lock_linked_entities(self, params: Row) -> Statement[None]:
+    def lock_linked_entities(self, params: Row, citus: bool = False) -> Statement[None]:
         """Lock the entities linked to memories ``ids`` for this transaction."""
-        return self._statement("lock_linked_entities", params, "all", _nothing)
+        return self._statement("lock_linked_entities_citus" if citus else "lock_linked_entities", params, "all", _nothing)
 
     def update_memory(self, params: Row) -> Statement[Row | None]:
         """Update memory ``id`` (re-linking its entities for a new text) and write its UPDATE

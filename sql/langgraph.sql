@@ -6,19 +6,15 @@
 
 -- name: lock_items
 -- The lock of each (namespace, key) a put or delete writes, held until the transaction ends,
--- taken in one pass in key order before anything else: concurrent puts of one key serialise
--- (the unique index would otherwise fail the second), and cannot deadlock. Each key holds the
--- tenant's secret salt, as lock_contents' do.
-WITH salt AS MATERIALIZED (
-    SELECT (SELECT s.lock_salt FROM {schema}.tenant_secrets s
-             WHERE s.tenant = %(tenant)s::text) AS salt
-)
-SELECT pg_advisory_xact_lock(hashtext('pgmem.item'), k.key)
-  FROM (SELECT DISTINCT hashtext(jsonb_build_array(%(tenant)s::text, x.salt, i.namespace,
-                                                   i.key)::text) AS key
-          FROM unnest(%(namespaces)s::jsonb[], %(keys)s::text[]) AS i(namespace, key)
-         CROSS JOIN salt x) k
- ORDER BY k.key
+-- taken through take_locks (sql/schema.sql) before anything else: concurrent puts of one key
+-- serialise (the unique index would otherwise fail the second), and cannot deadlock. The keys
+-- hold the tenant's secret salt, as lock_contents' do; at most 256 locks, whatever the batch.
+SELECT {schema}.take_locks(
+           %(tenant)s::text,
+           (SELECT s.lock_salt FROM {schema}.tenant_secrets s WHERE s.tenant = %(tenant)s::text),
+           'item',
+           ARRAY(SELECT jsonb_build_array(i.namespace, i.key)::text
+                   FROM unnest(%(namespaces)s::jsonb[], %(keys)s::text[]) AS i(namespace, key)))
 
 -- name: existing_items
 -- The memories standing for these (namespace, key) pairs, locked; with the ordinal of the pair.
@@ -132,3 +128,20 @@ SELECT m.id
  ORDER BY m.id
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
+
+-- name: lock_items_citus
+-- On Citus: lock_items' locks on the tenant's worker, one per key (see lock_contents_citus).
+-- The lock of each (namespace, key) a put or delete writes, held until the transaction ends,
+-- taken in one pass in key order before anything else: concurrent puts of one key serialise
+-- (the unique index would otherwise fail the second), and cannot deadlock. Each key holds the
+-- tenant's secret salt, as lock_contents' do.
+WITH salt AS MATERIALIZED (
+    SELECT (SELECT s.lock_salt FROM {schema}.tenant_secrets s
+             WHERE s.tenant = %(tenant)s::text) AS salt
+)
+SELECT pg_advisory_xact_lock(hashtext('pgmem.item'), k.key)
+  FROM (SELECT DISTINCT hashtext(jsonb_build_array(%(tenant)s::text, x.salt, i.namespace,
+                                                   i.key)::text) AS key
+          FROM unnest(%(namespaces)s::jsonb[], %(keys)s::text[]) AS i(namespace, key)
+         CROSS JOIN salt x) k
+ ORDER BY k.key

@@ -399,34 +399,26 @@ SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
 -- name: lock_contents
 -- The locks of an add, taken before insert_memories as a statement of its own (so that its
 -- snapshot, taken after they are granted, sees whatever the previous holder committed; a
--- REPEATABLE READ transaction would not), all in one pass in (class, key) order so that
--- concurrent writers cannot deadlock:
+-- REPEATABLE READ transaction would not), through take_locks (sql/schema.sql), duplicate locks
+-- first, so that concurrent writers cannot deadlock:
 -- * with `dedupe`, per distinct (tenant, scope, content hash): exact duplicates have no unique
 --   index to lean on, so adds of one text to one scope are serialised;
 -- * per entity name of the batch (see lock_linked_entities): every writer of entity rows takes
 --   these first, so that no writer waits for an entity row while holding another.
--- Every key holds the tenant's secret salt (tenant_secrets; NULL without a row), so that a role
--- that cannot read it cannot take, and so hold, another tenant's locks.
-WITH salt AS MATERIALIZED (
-    SELECT (SELECT s.lock_salt FROM {schema}.tenant_secrets s
-             WHERE s.tenant = %(tenant)s::text) AS salt
-)
-SELECT pg_advisory_xact_lock(k.class, k.key)
-  FROM (SELECT DISTINCT 1 AS rank, hashtext('pgmem.content') AS class,
-                        hashtext(jsonb_build_array(%(tenant)s::text, x.salt, i.user_id,
-                                                   i.agent_id, i.run_id, i.content_hash)::text)
-                            AS key
-          FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
-                      %(content_hashes)s::text[]) AS i(user_id, agent_id, run_id, content_hash)
-         CROSS JOIN salt x
-         WHERE %(dedupe)s::boolean
-        UNION
-        SELECT DISTINCT 2, hashtext('pgmem.entity'),
-                        hashtext(jsonb_build_array(%(tenant)s::text, x.salt, n.name)::text)
-          FROM unnest(%(entity_names)s::text[]) AS n(name)
-         CROSS JOIN salt x
-       ) k
- ORDER BY k.rank, k.key
+-- The keys hold the tenant's secret salt, which another tenant role cannot read; each kind
+-- takes at most 256 locks, whatever the size of the batch.
+SELECT {schema}.take_locks(
+           %(tenant)s::text, x.salt, 'content',
+           ARRAY(SELECT DISTINCT jsonb_build_array(i.user_id, i.agent_id, i.run_id,
+                                                   i.content_hash)::text
+                   FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
+                               %(content_hashes)s::text[])
+                        AS i(user_id, agent_id, run_id, content_hash)
+                  WHERE %(dedupe)s::boolean)) AS contents,
+       {schema}.take_locks(%(tenant)s::text, x.salt, 'entity', %(entity_names)s::text[])
+           AS entities
+  FROM (SELECT (SELECT s.lock_salt FROM {schema}.tenant_secrets s
+                 WHERE s.tenant = %(tenant)s::text) AS salt) x
 
 -- name: insert_memories
 -- A batch of memories with their entities, links and ADD events, in one statement. Returns one
@@ -815,16 +807,15 @@ SELECT m.id
 -- The duplicate lock of an update's new text: the lock lock_contents takes for an add of that
 -- text to the memory's scope, so that an add or another update of the same text to the scope
 -- waits for this one. A statement of its own, before update_duplicate, whose snapshot then sees
--- whatever the previous holder committed. The key holds the tenant's salt as lock_contents' does.
-SELECT pg_advisory_xact_lock(hashtext('pgmem.content'),
-                             hashtext(jsonb_build_array(%(tenant)s::text,
-                                                        (SELECT s.lock_salt
-                                                           FROM {schema}.tenant_secrets s
-                                                          WHERE s.tenant = %(tenant)s::text),
-                                                        m.user_id, m.agent_id, m.run_id,
-                                                        %(content_hash)s::text)::text))
-  FROM {schema}.memories m
- WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
+-- whatever the previous holder committed.
+SELECT {schema}.take_locks(
+           %(tenant)s::text,
+           (SELECT s.lock_salt FROM {schema}.tenant_secrets s WHERE s.tenant = %(tenant)s::text),
+           'content',
+           ARRAY(SELECT jsonb_build_array(m.user_id, m.agent_id, m.run_id,
+                                          %(content_hash)s::text)::text
+                   FROM {schema}.memories m
+                  WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid))
 
 -- name: update_duplicate
 -- Another memory of the memory's scope (NULLs equal) with the update's new text; no row if none.
@@ -848,32 +839,28 @@ SELECT m.id
 
 -- name: lock_linked_entities
 -- The entity-name locks of an update or delete: the names of the entities linked to memories
--- `ids`, and the new text's `entity_names` (empty for a delete). One transaction-scoped
--- advisory lock per (tenant, name) -- keyed with the tenant's salt --, the same lock
--- lock_contents takes for an add, all taken in
--- one pass in key order. Row locks taken in two steps (the old entities here, the new ones
--- during the change) let an add holding a new entity wait for an old one: a deadlock.
+-- `ids`, and the new text's `entity_names` (empty for a delete) -- the locks lock_contents takes
+-- for an add, through take_locks, in one pass in key order, and never more than 256 whatever
+-- the number of memories and entities (a key stands for a bucket of names). Row locks taken in
+-- two steps (the old entities here, the new ones during the change) would let an add holding a
+-- new entity wait for an old one: a deadlock.
 -- Sent before the change as a statement of its own, because deleting an entity once no link is
 -- left is a check-then-act: with the locks held, a writer linking one of these entities waits
 -- for the change to commit (and then re-creates the entity if it was deleted), and the change's
 -- snapshot sees every link committed before the locks.
-SELECT pg_advisory_xact_lock(hashtext('pgmem.entity'), k.key)
-  FROM (SELECT DISTINCT hashtext(jsonb_build_array(
-                            %(tenant)s::text,
-                            (SELECT s.lock_salt FROM {schema}.tenant_secrets s
-                              WHERE s.tenant = %(tenant)s::text),
-                            n.name)::text) AS key
-          FROM (SELECT e.name
-                  FROM {schema}.entities e
-                 WHERE e.tenant = %(tenant)s
-                   AND e.id IN (SELECT me.entity_id
-                                  FROM {schema}.memory_entities me
-                                 WHERE me.tenant = %(tenant)s
-                                   AND me.memory_id = ANY(%(ids)s::uuid[]))
-                UNION
-                SELECT unnest(%(entity_names)s::text[])) n(name)
-       ) k
- ORDER BY k.key
+SELECT {schema}.take_locks(
+           %(tenant)s::text,
+           (SELECT s.lock_salt FROM {schema}.tenant_secrets s WHERE s.tenant = %(tenant)s::text),
+           'entity',
+           ARRAY(SELECT e.name
+                   FROM {schema}.entities e
+                  WHERE e.tenant = %(tenant)s
+                    AND e.id IN (SELECT me.entity_id
+                                   FROM {schema}.memory_entities me
+                                  WHERE me.tenant = %(tenant)s
+                                    AND me.memory_id = ANY(%(ids)s::uuid[]))
+                 UNION
+                 SELECT unnest(%(entity_names)s::text[])))
 
 -- name: update_memory
 -- A memory's new text and/or metadata (NULL parameters keep the stored value) and its UPDATE
@@ -1068,3 +1055,85 @@ EXPLAIN (FORMAT JSON, ANALYZE {analyze}) {statement}
 
 -- name: explain_deallocate
 DEALLOCATE {name}
+
+-- name: lock_contents_citus
+-- On Citus: lock_contents's locks taken on the tenant's worker, one per key (take_locks,
+-- which reads tenant_secrets, cannot run inside a statement Citus routes to a shard).
+-- The locks of an add, taken before insert_memories as a statement of its own (so that its
+-- snapshot, taken after they are granted, sees whatever the previous holder committed; a
+-- REPEATABLE READ transaction would not), all in one pass in (class, key) order so that
+-- concurrent writers cannot deadlock:
+-- * with `dedupe`, per distinct (tenant, scope, content hash): exact duplicates have no unique
+--   index to lean on, so adds of one text to one scope are serialised;
+-- * per entity name of the batch (see lock_linked_entities): every writer of entity rows takes
+--   these first, so that no writer waits for an entity row while holding another.
+-- Every key holds the tenant's secret salt (tenant_secrets; NULL without a row), so that a role
+-- that cannot read it cannot take, and so hold, another tenant's locks.
+WITH salt AS MATERIALIZED (
+    SELECT (SELECT s.lock_salt FROM {schema}.tenant_secrets s
+             WHERE s.tenant = %(tenant)s::text) AS salt
+)
+SELECT pg_advisory_xact_lock(k.class, k.key)
+  FROM (SELECT DISTINCT 1 AS rank, hashtext('pgmem.content') AS class,
+                        hashtext(jsonb_build_array(%(tenant)s::text, x.salt, i.user_id,
+                                                   i.agent_id, i.run_id, i.content_hash)::text)
+                            AS key
+          FROM unnest(%(user_ids)s::text[], %(agent_ids)s::text[], %(run_ids)s::text[],
+                      %(content_hashes)s::text[]) AS i(user_id, agent_id, run_id, content_hash)
+         CROSS JOIN salt x
+         WHERE %(dedupe)s::boolean
+        UNION
+        SELECT DISTINCT 2, hashtext('pgmem.entity'),
+                        hashtext(jsonb_build_array(%(tenant)s::text, x.salt, n.name)::text)
+          FROM unnest(%(entity_names)s::text[]) AS n(name)
+         CROSS JOIN salt x
+       ) k
+ ORDER BY k.rank, k.key
+
+-- name: lock_update_content_citus
+-- On Citus: lock_update_content's locks taken on the tenant's worker, one per key (take_locks,
+-- which reads tenant_secrets, cannot run inside a statement Citus routes to a shard).
+-- The duplicate lock of an update's new text: the lock lock_contents takes for an add of that
+-- text to the memory's scope, so that an add or another update of the same text to the scope
+-- waits for this one. A statement of its own, before update_duplicate, whose snapshot then sees
+-- whatever the previous holder committed. The key holds the tenant's salt as lock_contents' does.
+SELECT pg_advisory_xact_lock(hashtext('pgmem.content'),
+                             hashtext(jsonb_build_array(%(tenant)s::text,
+                                                        (SELECT s.lock_salt
+                                                           FROM {schema}.tenant_secrets s
+                                                          WHERE s.tenant = %(tenant)s::text),
+                                                        m.user_id, m.agent_id, m.run_id,
+                                                        %(content_hash)s::text)::text))
+  FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.id = %(id)s::uuid
+
+-- name: lock_linked_entities_citus
+-- On Citus: lock_linked_entities's locks taken on the tenant's worker, one per key (take_locks,
+-- which reads tenant_secrets, cannot run inside a statement Citus routes to a shard).
+-- The entity-name locks of an update or delete: the names of the entities linked to memories
+-- `ids`, and the new text's `entity_names` (empty for a delete). One transaction-scoped
+-- advisory lock per (tenant, name) -- keyed with the tenant's salt --, the same lock
+-- lock_contents takes for an add, all taken in
+-- one pass in key order. Row locks taken in two steps (the old entities here, the new ones
+-- during the change) let an add holding a new entity wait for an old one: a deadlock.
+-- Sent before the change as a statement of its own, because deleting an entity once no link is
+-- left is a check-then-act: with the locks held, a writer linking one of these entities waits
+-- for the change to commit (and then re-creates the entity if it was deleted), and the change's
+-- snapshot sees every link committed before the locks.
+SELECT pg_advisory_xact_lock(hashtext('pgmem.entity'), k.key)
+  FROM (SELECT DISTINCT hashtext(jsonb_build_array(
+                            %(tenant)s::text,
+                            (SELECT s.lock_salt FROM {schema}.tenant_secrets s
+                              WHERE s.tenant = %(tenant)s::text),
+                            n.name)::text) AS key
+          FROM (SELECT e.name
+                  FROM {schema}.entities e
+                 WHERE e.tenant = %(tenant)s
+                   AND e.id IN (SELECT me.entity_id
+                                  FROM {schema}.memory_entities me
+                                 WHERE me.tenant = %(tenant)s
+                                   AND me.memory_id = ANY(%(ids)s::uuid[]))
+                UNION
+                SELECT unnest(%(entity_names)s::text[])) n(name)
+       ) k
+ ORDER BY k.key

@@ -131,12 +131,67 @@ CREATE TABLE pgmem.embedding_models (
 );
 INSERT INTO pgmem.embedding_models (role, dim, storage) VALUES ('current', 384, 'vector');
 
--- A random salt per tenant in the keys of pgmem's advisory locks (sql/queries.sql,
--- lock_contents and lock_linked_entities), so that a tenant role that cannot read another
--- tenant's row (row-level security, docs/security.md) cannot take that tenant's locks. A tenant
--- without a row uses none. Written by the owner role (`pgmem grant-tenant`).
+-- A random salt per tenant in the keys of pgmem's advisory locks (take_locks below), so that a
+-- tenant role that cannot read another tenant's row (row-level security, docs/security.md)
+-- cannot take that tenant's locks. The row of tenant '' (no role can be named so) holds the
+-- schema's secret, from which every tenant's salt derives (sha256 of the secret, a newline and
+-- the tenant): `pgmem grant-tenant` writes a tenant role's row, and the owner's own tenants
+-- need none.
 CREATE TABLE pgmem.tenant_secrets (
     tenant     text NOT NULL,
     lock_salt  text NOT NULL DEFAULT (gen_random_uuid()::text || gen_random_uuid()::text),
     CONSTRAINT tenant_secrets_pkey PRIMARY KEY (tenant)
 );
+INSERT INTO pgmem.tenant_secrets (tenant) VALUES ('');
+
+-- pgmem's advisory locks, the only ones a tenant role may take (`pgmem grant-tenant` revokes
+-- the pg_advisory_* functions from it): transaction-scoped, of one kind ('content': an add's
+-- duplicate check; 'item': a store item's key; 'entity': an entity name), keyed by the tenant's
+-- salt (derived from the schema's secret), which a tenant role must show (it reads only its
+-- own); other roles may leave it out. Each key falls in one of
+-- 256 buckets per tenant and kind, and a bucket is one lock: a call takes at most 256 locks,
+-- whatever it writes (a delete of 100,000 memories too), and a tenant role at most 768 at a
+-- time; keys of one bucket serialise as if they were one. Locks are taken in bucket order.
+-- A salt that is not the tenant's is refused. Returns how many buckets the call locked.
+CREATE FUNCTION pgmem.take_locks(for_tenant text, salt text, kind text, lock_keys text[])
+    RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+AS $body$
+DECLARE
+    expected text;
+    bucket integer;
+    taken integer := 0;
+BEGIN
+    IF kind IS NULL OR kind NOT IN ('content', 'item', 'entity') THEN
+        RAISE EXCEPTION 'pgmem lock kind % is not content, item or entity', kind
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT encode(sha256(convert_to(s.lock_salt || chr(10) || for_tenant, 'UTF8')), 'hex')
+      INTO expected FROM tenant_secrets s WHERE s.tenant = '';
+    IF expected IS NULL THEN
+        RAISE EXCEPTION 'pgmem''s schema has no lock secret: run pgmem migrate'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF salt IS NULL THEN
+        -- Not shown by a tenant role (made by grant-tenant: a salt row of its name, which it
+        -- may read and not write): the owner's, and other trusted roles', own tenants.
+        IF EXISTS (SELECT FROM tenant_secrets s WHERE s.tenant = session_user::text)
+           AND NOT has_table_privilege(session_user, 'tenant_secrets', 'INSERT') THEN
+            RAISE EXCEPTION 'role % may not take the locks of tenant %', session_user, for_tenant
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+    ELSIF salt <> expected THEN
+        RAISE EXCEPTION 'role % may not take the locks of tenant %', session_user, for_tenant
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    FOR bucket IN
+        SELECT DISTINCT hashtext(expected || chr(10) || k) & 255 FROM unnest(lock_keys) k
+         ORDER BY 1
+    LOOP
+        PERFORM pg_advisory_xact_lock(hashtext(kind || chr(10) || expected), bucket);
+        taken := taken + 1;
+    END LOOP;
+    RETURN taken;
+END
+$body$;

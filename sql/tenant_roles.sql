@@ -40,10 +40,84 @@ GRANT SELECT, INSERT, UPDATE, DELETE
 REVOKE ALL ON {schema}.embedding_models, {schema}.tenant_secrets FROM {role};
 GRANT SELECT ON {schema}.embedding_models, {schema}.tenant_secrets TO {role};
 
+-- name: advisory_locks
+-- No advisory lock of the role's own choosing: a role that may call pg_advisory_lock may fill
+-- the server's lock table (each lock a slot, held for as long as its session lives), and then
+-- every other session's writes and new connections fail with "out of shared memory". These
+-- functions are PUBLIC's in every database, so they are revoked from PUBLIC in this database
+-- and granted back to the owner running this (pgmem takes its own locks through take_locks, a
+-- function of the owner: sql/schema.sql); another role of this database that takes advisory
+-- locks needs them granted again (docs/security.md). Only a superuser may change them.
+REVOKE EXECUTE ON FUNCTION
+    pg_catalog.pg_advisory_lock(bigint),
+    pg_catalog.pg_advisory_lock(integer, integer),
+    pg_catalog.pg_advisory_lock_shared(bigint),
+    pg_catalog.pg_advisory_lock_shared(integer, integer),
+    pg_catalog.pg_try_advisory_lock(bigint),
+    pg_catalog.pg_try_advisory_lock(integer, integer),
+    pg_catalog.pg_try_advisory_lock_shared(bigint),
+    pg_catalog.pg_try_advisory_lock_shared(integer, integer),
+    pg_catalog.pg_advisory_xact_lock(bigint),
+    pg_catalog.pg_advisory_xact_lock(integer, integer),
+    pg_catalog.pg_advisory_xact_lock_shared(bigint),
+    pg_catalog.pg_advisory_xact_lock_shared(integer, integer),
+    pg_catalog.pg_try_advisory_xact_lock(bigint),
+    pg_catalog.pg_try_advisory_xact_lock(integer, integer),
+    pg_catalog.pg_try_advisory_xact_lock_shared(bigint),
+    pg_catalog.pg_try_advisory_xact_lock_shared(integer, integer)
+    FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION
+    pg_catalog.pg_advisory_lock(bigint),
+    pg_catalog.pg_advisory_lock(integer, integer),
+    pg_catalog.pg_advisory_lock_shared(bigint),
+    pg_catalog.pg_advisory_lock_shared(integer, integer),
+    pg_catalog.pg_try_advisory_lock(bigint),
+    pg_catalog.pg_try_advisory_lock(integer, integer),
+    pg_catalog.pg_try_advisory_lock_shared(bigint),
+    pg_catalog.pg_try_advisory_lock_shared(integer, integer),
+    pg_catalog.pg_advisory_xact_lock(bigint),
+    pg_catalog.pg_advisory_xact_lock(integer, integer),
+    pg_catalog.pg_advisory_xact_lock_shared(bigint),
+    pg_catalog.pg_advisory_xact_lock_shared(integer, integer),
+    pg_catalog.pg_try_advisory_xact_lock(bigint),
+    pg_catalog.pg_try_advisory_xact_lock(integer, integer),
+    pg_catalog.pg_try_advisory_xact_lock_shared(bigint),
+    pg_catalog.pg_try_advisory_xact_lock_shared(integer, integer)
+    FROM {role};
+GRANT EXECUTE ON FUNCTION
+    pg_catalog.pg_advisory_lock(bigint),
+    pg_catalog.pg_advisory_lock(integer, integer),
+    pg_catalog.pg_advisory_lock_shared(bigint),
+    pg_catalog.pg_advisory_lock_shared(integer, integer),
+    pg_catalog.pg_try_advisory_lock(bigint),
+    pg_catalog.pg_try_advisory_lock(integer, integer),
+    pg_catalog.pg_try_advisory_lock_shared(bigint),
+    pg_catalog.pg_try_advisory_lock_shared(integer, integer),
+    pg_catalog.pg_advisory_xact_lock(bigint),
+    pg_catalog.pg_advisory_xact_lock(integer, integer),
+    pg_catalog.pg_advisory_xact_lock_shared(bigint),
+    pg_catalog.pg_advisory_xact_lock_shared(integer, integer),
+    pg_catalog.pg_try_advisory_xact_lock(bigint),
+    pg_catalog.pg_try_advisory_xact_lock(integer, integer),
+    pg_catalog.pg_try_advisory_xact_lock_shared(bigint),
+    pg_catalog.pg_try_advisory_xact_lock_shared(integer, integer)
+    TO CURRENT_USER;
+
+-- name: advisory_check
+-- Whether the role may still take advisory locks of its own (a REVOKE by a role that may not
+-- change the functions' privileges only warns).
+SELECT has_function_privilege(%(tenant)s::text, 'pg_catalog.pg_advisory_lock(bigint)',
+                              'EXECUTE') AS still_allowed
+
 -- name: lock_salt
 -- The tenant's secret lock salt (see tenant_secrets in sql/schema.sql): another tenant role
 -- cannot read it, so it cannot take this tenant's advisory locks.
-INSERT INTO {schema}.tenant_secrets (tenant) VALUES (%(tenant)s) ON CONFLICT DO NOTHING;
+-- The salt derives from the schema's secret (the row of tenant '', sql/schema.sql), as
+-- take_locks computes it.
+INSERT INTO {schema}.tenant_secrets (tenant, lock_salt)
+SELECT %(tenant)s, encode(sha256(convert_to(s.lock_salt || chr(10) || %(tenant)s, 'UTF8')), 'hex')
+  FROM {schema}.tenant_secrets s WHERE s.tenant = ''
+    ON CONFLICT (tenant) DO UPDATE SET lock_salt = EXCLUDED.lock_salt;
 
 -- name: record_model
 -- The embedding model on record, written by the owner if none is (a tenant role cannot).

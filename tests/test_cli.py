@@ -154,10 +154,10 @@ def test_migrate_creates_and_reports_the_schema(
     empty_db_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = Run(empty_db_dsn, capsys)
-    assert run.ok("migrate") == "schema pgmem is at revision 0007 (384-dimensional embeddings)\n"
-    assert run.ok("migrate") == "schema pgmem is at revision 0007 (384-dimensional embeddings)\n"
+    assert run.ok("migrate") == "schema pgmem is at revision 0008 (384-dimensional embeddings)\n"
+    assert run.ok("migrate") == "schema pgmem is at revision 0008 (384-dimensional embeddings)\n"
     out = run.ok("migrate", "--schema", "small", "--dim", "8")
-    assert out == "schema small is at revision 0007 (8-dimensional embeddings)\n"
+    assert out == "schema small is at revision 0008 (8-dimensional embeddings)\n"
     assert "migrate was asked for 16" in run.error("--schema", "small", "migrate", "--dim", "16")
 
 

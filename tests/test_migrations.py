@@ -45,6 +45,12 @@ CATALOG = {
           JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE n.nspname = 'pgmem' AND c.relname <> 'alembic_version'
          ORDER BY 1, 2""",
+    "functions": """
+        SELECT p.proname, pg_get_function_arguments(p.oid), p.prosecdef, p.proconfig, p.prosrc
+          FROM pg_proc p
+          JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'pgmem'
+         ORDER BY 1, 2""",
 }
 
 
@@ -157,7 +163,7 @@ def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
         host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
         ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
     assert host == [("host_app_42",)]
-    assert ours == [("0007",)]
+    assert ours == [("0008",)]
 
 
 # A memory of ~1,300 characters: with its 384-dimensional vector a row of ~3.5 kB, past the
@@ -274,7 +280,7 @@ def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
     current = subprocess.run(
         [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
     )
-    assert "0007 (head)" in current.stdout
+    assert "0008 (head)" in current.stdout
     assert {"memories", "history"} <= tables(empty_db_dsn)
 
 

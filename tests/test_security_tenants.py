@@ -100,7 +100,6 @@ def test_a_tenant_role_cannot_hold_another_tenants_locks(
         assert salts == [(b,)]
         text = "Marie met John in Paris."
         content = hashlib.sha256(text.encode()).hexdigest()
-        attacker.execute("BEGIN")
         for key in (
             # every key pgmem's SQL would give for a's writes, with what b can know of the salt
             f"hashtext('pgmem.entity'), {entity_key(a, None, 'john')}",
@@ -113,7 +112,23 @@ def test_a_tenant_role_cannot_hold_another_tenants_locks(
             f"hashtext('pgmem.entity'), hashtext(jsonb_build_array({quote(a)}, 'john')::text)",
             "hashtext('pgmem.embedding_model'), hashtext('pgmem')",  # the old model lock
         ):
-            attacker.execute(f"SELECT pg_advisory_xact_lock({key})")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                attacker.execute(f"SELECT pg_advisory_xact_lock({key})")
+        attacker.execute("BEGIN")
+        # pgmem's own lock function takes a's locks only with a's salt, which b cannot read
+        for salt in ("NULL", "(SELECT lock_salt FROM pgmem.tenant_secrets)", "''"):
+            attacker.execute("SAVEPOINT s")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                attacker.execute(
+                    f"SELECT pgmem.take_locks({quote(a)}, {salt}, 'entity', ARRAY['john'])")
+            attacker.execute("ROLLBACK TO SAVEPOINT s")
+        # b's own locks, as many as it likes: held, bounded, and not a's
+        taken = attacker.execute(
+            f"SELECT pgmem.take_locks({quote(b)}, s.lock_salt, k.kind, ARRAY['john', 'marie',"
+            " 'paris', 'u1'])"
+            " FROM pgmem.tenant_secrets s, (VALUES ('content'), ('item'), ('entity')) k(kind)"
+        ).fetchall()
+        assert sum(n for n, in taken) >= 3
         # a's calls go on, and are not broken
         added = within_bound(lambda: mem_a.add(text, user_id="u1"))
         assert not added.duplicate
@@ -170,9 +185,98 @@ def test_grant_tenant_needs_a_model_on_record(
     status, _, err = pgmem_cli("grant-tenant", roles[0])
     assert status == 2 and "no embedding model is on record" in err
     with psycopg.connect(db_dsn) as conn:  # nothing was changed
-        assert conn.execute("SELECT count(*) FROM pgmem.tenant_secrets").fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM pgmem.tenant_secrets WHERE tenant <> ''").fetchone() == (0,)
         assert conn.execute(
             "SELECT count(*) FROM pg_policies WHERE policyname = 'pgmem_tenant'"
         ).fetchone() == (0,)
     status, _, err = pgmem_cli("grant-tenant", "no_such_role_here", "--model", "m")
     assert status == 2 and "does not exist" in err
+
+
+ADVISORY_FUNCTIONS = """
+    SELECT p.oid::regprocedure::text FROM pg_proc p
+     WHERE p.proname ~ '^pg_(try_)?advisory_(xact_)?lock(_shared)?$'"""
+
+
+def held_advisory_locks(conn: psycopg.Connection[Any], pid: int) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", (pid,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_tenant_role_cannot_fill_the_lock_table(
+    tenants: tuple[pgmem.Memory, pgmem.Memory, str, str], db_dsn: str,
+) -> None:
+    """The red team's attack: a tenant role takes a million session advisory locks; the
+    statement failed, the ~15,000 it held stopped every other tenant's writes (and new
+    connections) until it disconnected. Now it may take none of its own choosing, and pgmem's
+    lock function gives it at most 256 per kind, whatever it asks for."""
+    mem_a, mem_b, _, dsn_b = tenants
+    b = mem_b.tenant
+    mem_b.add("Bo likes tea.", user_id="u1")  # b's salt exists
+    with psycopg.connect(db_dsn, autocommit=True) as owner:
+        functions = [row[0] for row in owner.execute(ADVISORY_FUNCTIONS)]
+    assert len(functions) == 16
+    with psycopg.connect(dsn_b, autocommit=True) as attacker:
+        pid = attacker.info.backend_pid
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            attacker.execute("select pg_advisory_lock(g) from generate_series(1, 1000000) g")
+        for function in functions:  # every one of them, with any key
+            arguments = "1" if function.endswith("(bigint)") else "1, 2"
+            name = function.split("(")[0]
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                attacker.execute(f"SELECT {name}({arguments})")
+        attacker.execute("BEGIN")
+        taken = attacker.execute(
+            "SELECT sum(pgmem.take_locks(%s, s.lock_salt, k.kind, ARRAY[g::text]))"
+            "  FROM pgmem.tenant_secrets s, (VALUES ('content'), ('item'), ('entity')) k(kind),"
+            "       generate_series(1, 20000) g",
+            (b,),
+        ).fetchone()
+        assert taken is not None and taken[0] == 3 * 20000  # each call takes its one bucket
+        with psycopg.connect(db_dsn, autocommit=True) as owner:
+            assert held_advisory_locks(owner, pid) == 3 * 256
+            # another tenant's writes, and new connections, go on
+            added = within_bound(lambda: mem_a.add("Ana met Bo in Rome.", user_id="u1"))
+            within_bound(lambda: mem_a.delete(added.id))
+        attacker.execute("ROLLBACK")
+
+
+def test_the_owners_tenants_have_salts_no_tenant_role_can_use(
+    tenants: tuple[pgmem.Memory, pgmem.Memory, str, str], db_dsn: str,
+    embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """The owner's 'default' tenant had no salt: a tenant role computed and held the lock of
+    its entity "erin", and of a store item's guessable key, and the owner's add of "Erin went
+    to Paris" and PgmemStore.put failed after the lock timeout. Now every tenant's salt derives
+    from the schema's secret, and a tenant role can take no lock of its own choosing."""
+    from pgmem.langgraph import PgmemStore
+
+    dsn_b = tenants[3]
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, lock_timeout=BOUND) as owner, \
+            PgmemStore(owner) as store:
+        with psycopg.connect(dsn_b, autocommit=True) as attacker:
+            for key in (  # the unsalted keys of the red team's attack
+                f"hashtext('pgmem.entity'), {entity_key('default', None, 'erin')}",
+                f"hashtext('pgmem.entity'), {entity_key('default', None, 'paris')}",
+                ("hashtext('pgmem.item'), hashtext(jsonb_build_array('default', NULL,"
+                 " '[\"users\"]'::jsonb, 'profile')::text)"),
+            ):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    attacker.execute(f"SELECT pg_advisory_xact_lock({key})")
+            attacker.execute("BEGIN")
+            for kind, key in (("entity", "erin"), ("item", '[["users"], "profile"]')):
+                attacker.execute("SAVEPOINT s")
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    attacker.execute(
+                        "SELECT pgmem.take_locks('default', NULL, %s, ARRAY[%s])", (kind, key))
+                attacker.execute("ROLLBACK TO SAVEPOINT s")
+            added = within_bound(lambda: owner.add("Erin went to Paris", user_id="u1"))
+            assert not added.duplicate
+            within_bound(lambda: store.put(("users",), "profile", {"name": "Erin"}))
+            attacker.execute("ROLLBACK")
+        item = store.get(("users",), "profile")
+        assert item is not None and item.value == {"name": "Erin"}

@@ -44,3 +44,28 @@ def test_list_search_get_history_escape_stored_text(
         assert json.dumps(HOSTILE + " again") in text, argv  # the exact text, JSON-escaped
     status, out, _ = pgmem_cli("history", str(record.id), "--json")
     assert [e["new_text"] for e in json.loads(out)] == [HOSTILE, HOSTILE + " again"]
+
+
+def test_stats_escapes_scope_ids_and_tenant_names(
+    pgmem_cli: PgmemCli,  # noqa: F811 - the fixture
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """`pgmem stats` printed scope ids and tenant names raw: an OSC window title, a clear-screen
+    and SGR colours reached the terminal, and --json left U+009B and U+202E as they were."""
+    tenant = "t\x1b]0;owned\x07\x9b2J\u202e"
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, tenant=tenant) as memory:
+        memory.add("Ana likes tea.", user_id="u\x1b[2J\x1b[31m", agent_id="a\x9b1m",
+                   run_id="r\u202eexe")
+    for argv in (["stats"], ["--tenant", tenant, "stats"]):
+        status, out, err = pgmem_cli(*argv)
+        assert status == 0, err
+        assert not any(c in out for c in CONTROLS), (argv, out)
+    assert "u\\x1b[2J\\x1b[31m" in out and "a\\x9b1m" in out and "r\\u202eexe" in out
+    assert "t\\x1b]0;owned\\x07\\x9b2J\\u202e" in out
+    status, out, _ = pgmem_cli("--tenant", tenant, "stats", "--json")
+    assert status == 0 and not any(c in out for c in CONTROLS), out
+    assert "\\u009b" in out and "\\u202e" in out
+    data = json.loads(out)  # still the exact values
+    assert tenant in [row["tenant"] for row in data["tenants"]]
+    assert data["scopes"][0]["user_id"] == "u\x1b[2J\x1b[31m"
+    assert data["scopes"][0]["run_id"] == "r\u202eexe"

@@ -88,8 +88,12 @@ def json_arg(value: str | None, what: str, error: type[InvalidInputError]) -> An
 
 
 def print_json(value: Any) -> None:
-    """Print ``value`` as indented JSON."""
-    print(json.dumps(jsonable(value), indent=2, ensure_ascii=False))
+    """Print ``value`` as indented JSON, whose strings hold no character a terminal would act
+    on: JSON escapes the C0 controls itself; the others of ``_UNSHOWN`` (DEL, the C1 controls
+    such as the 8-bit CSI U+009B, the bidirectional controls such as U+202E) are written as
+    ``\\uXXXX`` escapes too. The JSON still reads back as the exact values."""
+    text = json.dumps(jsonable(value), indent=2, ensure_ascii=False)
+    print(_UNSHOWN_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text))
 
 
 # What a stored text may hold that a terminal would act on instead of showing: C0 and C1
@@ -98,6 +102,9 @@ def print_json(value: Any) -> None:
 _UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
                       "\u202a-\u202e\u2066-\u2069]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: Those that JSON leaves as they are (it escapes U+0000-U+001F itself).
+_UNSHOWN_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                              "\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

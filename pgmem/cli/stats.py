@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pgmem.cli.catalog import catalog, relation_sizes, schema_dim
-from pgmem.cli.options import Commands, print_json, size
+from pgmem.cli.options import Commands, print_json, printable, size
 from pgmem.cli.session import Session
 from pgmem.errors import ConfigurationError, InvalidInputError
 
@@ -34,12 +34,13 @@ def cmd_stats(args: argparse.Namespace, session: Session) -> int:
         return 0
     print(f"{'tenant':<20} {'memories':>9} {'entities':>9} {'links':>9}")
     for row in counts or [{"tenant": session.tenant, "memories": 0, "entities": 0, "links": 0}]:
-        print(f"{row['tenant']:<20} {row['memories']:>9} {row['entities']:>9} {row['links']:>9}")
-    print(f"\nlargest scopes of tenant {session.tenant!r}:")
+        print(f"{printable(row['tenant']):<20} {row['memories']:>9} {row['entities']:>9} "
+              f"{row['links']:>9}")
+    print(f"\nlargest scopes of tenant {printable(repr(session.tenant))}:")
     print(f"{'user_id':<20} {'agent_id':<20} {'run_id':<20} {'memories':>9}")
-    for row in scopes:
-        print(f"{row['user_id'] or '-':<20} {row['agent_id'] or '-':<20} "
-              f"{row['run_id'] or '-':<20} {row['memories']:>9}")
+    for row in scopes:  # scope ids come from agents: escaped for the terminal
+        print(f"{printable(row['user_id'] or '-'):<20} {printable(row['agent_id'] or '-'):<20} "
+              f"{printable(row['run_id'] or '-'):<20} {row['memories']:>9}")
     print(f"\n{'table / index':<32} {'method':<7} {'size':>10} {'with indexes':>13}")
     for row in relations:
         name = row["name"] if row["kind"] == "r" else "  " + row["name"]

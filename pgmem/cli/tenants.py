@@ -13,7 +13,8 @@ from pgmem.cli.session import Session
 from pgmem.errors import ConfigurationError, wrap_db_errors
 from pgmem.queries import sql_blocks
 
-STEPS = ("policies", "grants", "lock_salt", "record_model", "model_on_record")
+STEPS = ("policies", "grants", "advisory_locks", "advisory_check", "lock_salt", "record_model",
+         "model_on_record")
 
 
 def register(commands: Commands) -> None:
@@ -55,9 +56,16 @@ def cmd_grant_tenant(args: argparse.Namespace, session: Session) -> int:
         if exists.fetchone() is None:
             raise ConfigurationError(f"role {args.role!r} does not exist: CREATE ROLE it first")
         model = None
-        for _, statement in statements(session.schema, args.role):
+        for name, statement in statements(session.schema, args.role):
             cursor.execute(statement, params)
-            if cursor.description is not None:
+            if name == "advisory_check" and cursor.fetchone() != (False,):
+                conn.rollback()
+                raise ConfigurationError(
+                    f"role {args.role!r} would keep pg_advisory_lock and the other advisory "
+                    "lock functions, which only a superuser may revoke (they are PUBLIC's): "
+                    "run grant-tenant as a superuser; nothing was changed"
+                )
+            if name == "model_on_record":
                 model = cursor.fetchone()
         if model is None or model[0] is None:
             conn.rollback()
