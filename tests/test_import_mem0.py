@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 import pgmem
 from pgmem.compat import mem0 as compat
-from pgmem.importers.mem0 import IMPORT_KEY, import_collection
+from pgmem.importers.mem0 import import_collection
 from tests.citus_support import RemoteLog
 from tests.test_citus import one_round_on, tenant_node
 
@@ -69,7 +69,7 @@ def target(
 
 @pytest.mark.also_on_citus
 def test_import_keeps_ids_scopes_times_and_metadata(
-    source_dsn: str, written: dict[str, Any], target: pgmem.Memory
+    source_dsn: str, written: dict[str, Any], target: pgmem.Memory, db_dsn: str
 ) -> None:
     progress: list[tuple[int, int]] = []
     report = import_collection(target, COLLECTION, source=source_dsn, batch_size=2,
@@ -87,9 +87,10 @@ def test_import_keeps_ids_scopes_times_and_metadata(
     lyon = next(i for i, r in written.items() if r["memory"] == "I moved to Lyon")
     record = target.get(lyon)
     assert (record.user_id, record.agent_id, record.run_id) == ("alice", "travel", "r1")
-    origin = record.metadata.pop(IMPORT_KEY)  # where it came from, which compat never shows
-    assert record.metadata == {"role": "user"}
+    assert record.metadata == {"role": "user"}  # where it came from is not in its metadata
+    origin = origin_of(db_dsn, lyon)
     assert origin["collection"] == f"public.{COLLECTION}" and len(origin["version"]) == 32
+    assert origin["source"] == report.source and origin["importer"] == "mem0"
     events = target.history(lyon)
     assert [e.event for e in events] == ["ADD"]
     assert events[0].created_at == record.created_at
@@ -271,6 +272,15 @@ def test_one_id_twice_in_a_call_is_refused_before_any_write(memory: pgmem.Memory
     assert memory.get_all(user_id="w").items == ()
 
 
+def origin_of(dsn: str, memory_id: object, tenant: str = "default") -> Any:
+    """The origin an import recorded for a memory (memories.origin), or None."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT origin FROM pgmem.memories WHERE tenant = %s AND id = %s",
+                           (tenant, memory_id)).fetchone()
+    assert row is not None, memory_id
+    return row[0]
+
+
 def _mem0_rows(dsn: str, table: str, rows: list[tuple[uuid.UUID, dict[str, Any]]]) -> None:
     """A Mem0-shaped collection ``table`` (created if missing) with ``rows`` upserted."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -282,7 +292,7 @@ def _mem0_rows(dsn: str, table: str, rows: list[tuple[uuid.UUID, dict[str, Any]]
 
 
 def test_sync_brings_mem0s_updates_and_deletes(
-    source_dsn: str, target: pgmem.Memory, tmp_path_factory: pytest.TempPathFactory
+    source_dsn: str, target: pgmem.Memory, tmp_path_factory: pytest.TempPathFactory, db_dsn: str
 ) -> None:
     """Mem0 changes after an import (an update, a delete, an add): a plain re-import brings
     the add only; --sync brings all three, keeps pgmem's own memories and pgmem's edits of
@@ -303,8 +313,8 @@ def test_sync_brings_mem0s_updates_and_deletes(
     bob = ids["Bob's locker is 12"]
     target.update(bob, text="Bob's locker is 12 (checked in pgmem)")  # Mem0 leaves it alone
     ops = ids["Deploys freeze on Fridays"]
-    legacy = {k: v for k, v in target.get(ops).metadata.items() if k != IMPORT_KEY}
-    target.update(ops, metadata=legacy)  # as imported before imports recorded their origin
+    with psycopg.connect(db_dsn) as conn:  # as imported before imports recorded their origin
+        conn.execute("UPDATE pgmem.memories SET origin = NULL WHERE id = %s", (ops,))
     paris, bike = ids["I live in Paris"], ids["I own a red bike"]
     real.update(paris, text="I live in Lyon", metadata={"since": 2024})
     real.delete(bike)
@@ -321,8 +331,7 @@ def test_sync_brings_mem0s_updates_and_deletes(
     assert report.sync and progress[-1] == (5, 5)
     door = compat.Memory(memory=target)
     for memory_id in (paris, added, ops):
-        assert door.get(memory_id) | {"updated_at": None} == real.get(memory_id) | {
-            "updated_at": None}
+        assert door.get(memory_id) == real.get(memory_id)  # updated_at included: Mem0's
     assert door.get(paris)["metadata"] == {"topic": "home", "since": 2024}
     assert [e.event for e in target.history(paris)] == ["ADD", "UPDATE"]
     assert target.get(bob).text == "Bob's locker is 12 (checked in pgmem)"
@@ -332,7 +341,7 @@ def test_sync_brings_mem0s_updates_and_deletes(
 
     again = import_collection(target, collection, source=source_dsn, sync=True)
     assert (again.imported, again.updated, again.deleted, again.skipped) == (0, 0, 0, 4)
-    assert IMPORT_KEY in target.get(ops).metadata  # adopted by the sync
+    assert origin_of(db_dsn, ops)["source"] == report.source  # adopted by the sync
     real.delete(bob)  # deleted in Mem0: deleted in pgmem, pgmem's edit or not
     real.delete(ops)
     assert import_collection(target, collection, source=source_dsn, sync=True).deleted == 2

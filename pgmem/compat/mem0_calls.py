@@ -22,7 +22,6 @@ from pgmem.compat.mem0_filters import SCOPE_KEYS, all_of, mem0_filters, scope_ar
 from pgmem.effects import Operation, Steps, result_of, transaction
 from pgmem.embedding import SentenceTransformerEmbedder
 from pgmem.errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
-from pgmem.importers.mem0 import IMPORT_KEY
 from pgmem.operations import Configured, Operations
 from pgmem.queries import sql_blocks
 from pgmem.results import MemoryRecord, SearchHit
@@ -438,9 +437,7 @@ def result_item(
     """A memory as Mem0 shows it: ``id``, ``memory``, ``hash`` (md5 of the text, as Mem0's),
     ``metadata`` (None when empty), ``score`` (left out unless given), ``created_at`` and
     ``updated_at`` (ISO 8601, UTC), then the scope ids it has and the promoted keys."""
-    extra = {
-        k: v for k, v in record.metadata.items() if k not in PROMOTED_KEYS and k != IMPORT_KEY
-    }
+    extra = {k: v for k, v in record.metadata.items() if k not in PROMOTED_KEYS}
     item: dict[str, Any] = {
         "id": str(record.id),
         "memory": record.text,
