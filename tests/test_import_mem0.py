@@ -600,3 +600,40 @@ def test_sync_deletes_only_what_came_from_its_database(
             b_ids["Bob's note from database B"]}
     real_a.close()
     real_b.close()
+
+
+def test_origins_kept_in_metadata_move_to_their_column(
+    source_dsn: str, db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """Migration 0009 moves the import record older pgmem kept in metadata (``_mem0_import``:
+    collection and version) into memories.origin, with no source (it named none), and leaves
+    any other value of that key to the caller. A sync then adopts those its collection still
+    has, and deletes none of the others: which database they came from is unknown."""
+    table = f"legacy_{uuid.uuid4().hex[:8]}"
+    kept, dropped = uuid.uuid4(), uuid.uuid4()
+    _mem0_rows(source_dsn, table, [(kept, {"data": "a kept row", "user_id": "gus"}),
+                                   (dropped, {"data": "a dropped row", "user_id": "gus"})])
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        import_collection(mem, table, source=source_dsn)
+        mine = {"_mem0_import": {"collection": f"public.{table}", "note": "the app's own"}}
+        own = mem.add("gus's own note", user_id="gus", metadata=mine).id
+    pgmem.downgrade(db_dsn, "0007")
+    with psycopg.connect(db_dsn) as conn:
+        legacy = dict(conn.execute("SELECT id, metadata FROM pgmem.memories").fetchall())
+    assert set(legacy[kept]["_mem0_import"]) == {"collection", "version"}  # as 0007 kept it
+    pgmem.migrate(db_dsn)
+    assert origin_of(db_dsn, kept) == {
+        "importer": "mem0", "source": None, "collection": f"public.{table}",
+        "version": legacy[kept]["_mem0_import"]["version"], "updated_at": None}
+    assert origin_of(db_dsn, own) is None
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        assert mem.get(kept).metadata == {}
+        assert mem.get(own).metadata == mine
+        with psycopg.connect(source_dsn, autocommit=True) as conn:
+            conn.execute(f"DELETE FROM {table} WHERE id = %s", (dropped,))
+        report = import_collection(mem, table, source=source_dsn, sync=True)
+        assert (report.imported, report.updated, report.deleted) == (0, 0, 0)
+        assert origin_of(db_dsn, kept)["source"] == report.source  # adopted
+        assert origin_of(db_dsn, dropped)["source"] is None  # not deleted: source unknown
+        assert {r.id for r in mem.get_all(user_id="gus").items} == {kept, dropped, own}
