@@ -39,31 +39,36 @@ class _Truth(NamedTuple):
 
 def entity_id(value: object, name: str, *, wildcard: bool = False) -> ScopeId | None:
     """Mem0's check of a scope id: any value as text, trimmed, non-empty, without spaces;
-    with ``wildcard``, ``"*"`` is :data:`~pgmem.validate.ANY`."""
+    with ``wildcard`` (an id in ``filters``), ``"*"`` is :data:`~pgmem.validate.ANY`."""
     if value is None:
         return None
     text = (value if isinstance(value, str) else str(value)).strip()
     if not text:
-        raise InvalidInputError(f"Invalid {name}: cannot be empty or whitespace-only.")
+        raise InvalidInputError(
+            f"Invalid {name}: cannot be empty or whitespace-only. Provide a valid identifier."
+        )
     if any(c.isspace() for c in text):
-        raise InvalidInputError(f"Invalid {name}: cannot contain whitespace.")
+        raise InvalidInputError(
+            f"Invalid {name}: cannot contain whitespace. Provide a valid identifier without "
+            "spaces."
+        )
     return ANY if wildcard and text == WILDCARD else text
 
 
 def scope_args(
-    user_id: object, agent_id: object, run_id: object, *, required: bool, wildcard: bool = False
-) -> dict[str, ScopeId]:
-    """The scope ids given, checked as Mem0 checks them (``"*"`` is ANY with ``wildcard``).
+    user_id: object, agent_id: object, run_id: object, *, required: bool = False
+) -> dict[str, str]:
+    """The scope ids given as keywords, checked as Mem0 checks them. A keyword id is a literal
+    name: ``user_id="*"`` is the user named ``*`` (the wildcard is only in ``filters``).
 
     Raises:
         ScopeError: none given and ``required``.
         InvalidInputError: an id is blank or holds a space.
     """
     checked = {
-        name: entity_id(value, name, wildcard=wildcard)
-        for name, value in zip(SCOPE_KEYS, (user_id, agent_id, run_id))
+        name: entity_id(value, name) for name, value in zip(SCOPE_KEYS, (user_id, agent_id, run_id))
     }
-    scope = {name: value for name, value in checked.items() if value is not None}
+    scope = {name: str(value) for name, value in checked.items() if value is not None}
     if required and not scope:
         raise ScopeError("At least one of 'user_id', 'agent_id', or 'run_id' must be provided.")
     return scope
@@ -76,7 +81,7 @@ def mem0_filters(
     run_id: object = None,
 ) -> tuple[dict[str, ScopeId], Filter]:
     """Split Mem0's ``filters`` into the scope (its ``user_id`` / ``agent_id`` / ``run_id``,
-    with the keyword ids; ``"*"``: any value) and a :mod:`pgmem.filters` metadata filter that
+    where ``"*"`` is any value, with the keyword ids, which are literal names) and a :mod:`pgmem.filters` metadata filter that
     matches the memories Mem0's matches: ``{"key": "*"}`` is "has the key", ``{"key": [..]}``
     is ``in``, ``NOT: [a, b]`` is "neither a nor b", and a condition on a key a memory lacks
     leaves it out, even under ``ne``, ``nin`` or ``NOT``.
@@ -90,8 +95,8 @@ def mem0_filters(
         filters = {}
     if not isinstance(filters, Mapping):
         raise FilterError(f"filters must be a dict, got {type(filters).__name__}")
-    keywords = scope_args(user_id, agent_id, run_id, required=False, wildcard=True)
-    scope = dict(keywords)
+    keywords = scope_args(user_id, agent_id, run_id)
+    scope: dict[str, ScopeId] = dict(keywords)
     parts: list[Filter] = []
     for key, value in filters.items():
         if key in SCOPE_KEYS:
