@@ -40,13 +40,13 @@ exact spellings are combinators: ``"and"`` or ``"Or"`` are ordinary metadata key
 key literally named ``AND``, ``OR`` or ``NOT`` therefore cannot be filtered on. Combinators nest
 to any depth up to 32 levels of filter mappings.
 
-Keys are non-empty strings of at most 255 characters without NUL bytes. A dotted key addresses
-nested objects: ``"author.name"`` is the ``name`` member of the ``author`` object
-(``{"author": {"name": ...}}``). Empty segments (``"a..b"``, ``".a"``, ``"a."``) are rejected, and
-a key that itself contains a dot cannot be addressed. Segments name object members; ``eq``,
-``ne``, ``in`` and ``nin`` never descend into arrays, while the other operators use PostgreSQL's
-``#>``, which reads a segment such as ``0`` as an array index when it meets an array — do not rely
-on that.
+Keys are non-empty strings of at most 255 characters without NUL bytes. A dotted key is the
+member of that name first: ``"source.url"`` reads ``{"source.url": ...}``; only a row without
+such a member reads it as a path of nested objects, ``{"source": {"url": ...}}``. Empty segments
+(``"a..b"``, ``".a"``, ``"a."``) are rejected. Path segments name object members; ``eq``, ``ne``,
+``in`` and ``nin`` never descend into arrays, while the other operators use PostgreSQL's ``#>``,
+which reads a segment such as ``0`` as an array index when it meets an array — do not rely on
+that.
 
 Scalars are ``str``, ``int``, ``float`` (finite only) and ``bool``, and ``None`` for JSON null.
 ``bool`` is never a number: ``True`` matches JSON ``true`` only, never ``1``.
@@ -81,6 +81,12 @@ Operators (``v`` is the value stored at the key; *missing* means the key is abse
 ``exists``
     With ``True``: the key is present, even if its value is JSON ``null``. With ``False``: the key
     is absent.
+``text_contains``, ``text_icontains``
+    The value's text -- a JSON string's own text, any other value's JSON text (``5`` is ``5``,
+    ``["italian", "pasta"]`` is ``["italian", "pasta"]``) -- contains the ``str``, case-sensitively
+    or not (``lower()`` on both sides); a missing key or JSON ``null`` never matches. This is what
+    Mem0's ``contains`` / ``icontains`` mean (SQL ``LIKE`` on ``payload->>key``):
+    ``{"tags": {"text_icontains": "ITAL"}}`` matches ``{"tags": ["italian"]}``.
 
 Every compiled condition is TRUE or FALSE, never NULL, provided the column is ``NOT NULL`` (as
 pgmem's ``metadata`` column is), so ``NOT`` matches exactly the rows its operand does not.
@@ -92,8 +98,8 @@ Anything else raises :class:`~pgmem.errors.FilterError` naming where in the filt
 is, the key, the operator and the offending value's type: a filter that is not a mapping, an
 empty operator mapping, an empty ``AND``/``OR`` list, an unknown operator, a value of the wrong
 type, a non-finite float, an int too long to write as text, a string containing a NUL byte or a
-lone surrogate, a list that is empty or longer than 1000 items, an invalid key, or nesting deeper
-than 32 levels.
+lone surrogate, a list that is empty or longer than 1000 items, or an invalid key; nesting deeper than 32
+levels is a :class:`~pgmem.errors.FilterLimitError`.
 """
 
 from __future__ import annotations
@@ -129,6 +135,7 @@ MAX_LIST_ITEMS = 1000
 
 OPERATORS = (
     "eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "contains", "icontains", "exists",
+    "text_contains", "text_icontains",
 )  # fmt: skip
 """The operators of the filter language, in the order error messages list them."""
 
@@ -238,7 +245,7 @@ def compile_filters(
 def _compile_filter(filt: object, where: str, depth: int, c: _Compiler) -> sql.Composable:
     """Compile one filter mapping found at ``where``: its entries ANDed."""
     if depth > MAX_DEPTH:
-        raise FilterError(f"{where}: filters nest deeper than {MAX_DEPTH} levels")
+        raise FilterLimitError(f"{where}: filters nest deeper than {MAX_DEPTH} levels")
     if not isinstance(filt, Mapping):
         raise FilterError(f"{where}: a filter must be a mapping, got {_type(filt)}")
     if not filt:
@@ -357,6 +364,8 @@ def _compile_operator(target: _Target, op: object, arg: object, c: _Compiler) ->
         return _icontains(target, arg, c)
     if op == "exists":
         return _exists(target, arg, c)
+    if op == "text_contains" or op == "text_icontains":
+        return _text_contains(target, op, arg, c)
     hint = ""
     if isinstance(op, str):
         plain = op.lstrip("$").lower()
@@ -371,8 +380,27 @@ def _compile_operator(target: _Target, op: object, arg: object, c: _Compiler) ->
 
 
 def _eq(target: _Target, value: object, c: _Compiler) -> sql.Composable:
-    """``column @> '{"a": {"b": value}}'``: JSON equality with type, GIN-indexable."""
-    return sql.SQL("{} @> {}::jsonb").format(c.column, c.bind(_nest(target.segments, value)))
+    """``column @> '{"a": value}'``: JSON equality with type, GIN-indexable. A dotted key: the
+    member of that name, else (without one) the nested path ``{"a": {"b": value}}``."""
+    if len(target.segments) == 1:
+        return sql.SQL("{} @> {}::jsonb").format(c.column, c.bind(_nest(target.segments, value)))
+    return sql.SQL("({column} @> {flat}::jsonb OR (NOT {column} ? {key}::text"
+                   " AND {column} @> {nested}::jsonb))").format(
+        column=c.column, flat=c.bind(Jsonb({target.key: value})), key=c.bind(target.key),
+        nested=c.bind(_nest(target.segments, value)),
+    )
+
+
+def _value(target: _Target, c: _Compiler) -> tuple[sql.Composable, sql.Composable]:
+    """The jsonb at the key (SQL NULL when missing) and its text: ``column #> path`` and
+    ``column #>> path``; for a dotted key, the member of that name first, else the path."""
+    path = c.bind(list(target.segments))
+    if len(target.segments) == 1:
+        return (sql.SQL("{} #> {}::text[]").format(c.column, path),
+                sql.SQL("{} #>> {}::text[]").format(c.column, path))
+    at = sql.SQL("coalesce({column} -> {key}::text, {column} #> {path}::text[])").format(
+        column=c.column, key=c.bind(target.key), path=path)
+    return at, sql.SQL("({} #>> '{{}}')").format(at)
 
 
 def _compare(target: _Target, op: str, arg: object, c: _Compiler) -> sql.Composable:
@@ -381,23 +409,22 @@ def _compare(target: _Target, op: str, arg: object, c: _Compiler) -> sql.Composa
         raise target.fail(op, f"expects an int, float or str, got {_type(arg)}")
     _check_finite(target, op, arg)
     _check_no_nul(target, op, arg)
-    path = c.bind(list(target.segments))
+    at, text = _value(target, c)
     if isinstance(arg, str):
         json_type, cast = sql.SQL("'string'"), sql.SQL("text")
-        stored: sql.Composable = sql.SQL("({} #>> {}::text[])").format(c.column, path)
+        stored: sql.Composable = sql.SQL("({})").format(text)
         bound: object = arg
     else:
         json_type, cast = sql.SQL("'number'"), sql.SQL("numeric")
-        stored = sql.SQL("({} #>> {}::text[])::numeric").format(c.column, path)
+        stored = sql.SQL("({})::numeric").format(text)
         # repr() is how the float reaches jsonb through json.dumps, and Decimal keeps every digit
         # of it (PostgreSQL's float8-to-numeric cast would round to 15 significant digits).
         bound = Decimal(repr(arg)) if isinstance(arg, float) else arg
     return sql.SQL(
-        "CASE WHEN jsonb_typeof({column} #> {path}::text[]) = {json_type}"
+        "CASE WHEN jsonb_typeof({at}) = {json_type}"
         " THEN {stored} {operator} {value}::{cast} ELSE FALSE END"
     ).format(
-        column=c.column,
-        path=path,
+        at=at,
         json_type=json_type,
         stored=stored,
         operator=sql.SQL(_COMPARISONS[op]),
@@ -430,18 +457,18 @@ def _in(target: _Target, op: str, arg: object, c: _Compiler) -> sql.Composable:
 def _contains(target: _Target, arg: object, c: _Compiler) -> sql.Composable:
     """``contains``: substring of a JSON string, or element of a JSON array."""
     _check_scalar(target, "contains", arg)
-    path = c.bind(list(target.segments))
+    at, text = _value(target, c)
     if isinstance(arg, str):
         return sql.SQL(
-            "CASE jsonb_typeof({column} #> {path}::text[])"
-            " WHEN 'string' THEN strpos({column} #>> {path}::text[], {value}::text) > 0"
-            " WHEN 'array' THEN ({column} #> {path}::text[]) @> jsonb_build_array({value}::text)"
+            "CASE jsonb_typeof({at})"
+            " WHEN 'string' THEN strpos({text}, {value}::text) > 0"
+            " WHEN 'array' THEN ({at}) @> jsonb_build_array({value}::text)"
             " ELSE FALSE END"
-        ).format(column=c.column, path=path, value=c.bind(arg))
+        ).format(at=at, text=text, value=c.bind(arg))
     return sql.SQL(
-        "CASE WHEN jsonb_typeof({column} #> {path}::text[]) = 'array'"
-        " THEN ({column} #> {path}::text[]) @> {value}::jsonb ELSE FALSE END"
-    ).format(column=c.column, path=path, value=c.bind(Jsonb([arg])))
+        "CASE WHEN jsonb_typeof({at}) = 'array'"
+        " THEN ({at}) @> {value}::jsonb ELSE FALSE END"
+    ).format(at=at, value=c.bind(Jsonb([arg])))
 
 
 def _icontains(target: _Target, arg: object, c: _Compiler) -> sql.Composable:
@@ -449,12 +476,25 @@ def _icontains(target: _Target, arg: object, c: _Compiler) -> sql.Composable:
     if not isinstance(arg, str):
         raise target.fail("icontains", f"expects a str, got {_type(arg)}")
     _check_no_nul(target, "icontains", arg)
-    path = c.bind(list(target.segments))
+    at, text = _value(target, c)
     return sql.SQL(
-        "CASE WHEN jsonb_typeof({column} #> {path}::text[]) = 'string'"
-        " THEN strpos(lower({column} #>> {path}::text[]), lower({value}::text)) > 0"
+        "CASE WHEN jsonb_typeof({at}) = 'string'"
+        " THEN strpos(lower({text}), lower({value}::text)) > 0"
         " ELSE FALSE END"
-    ).format(column=c.column, path=path, value=c.bind(arg))
+    ).format(at=at, text=text, value=c.bind(arg))
+
+
+def _text_contains(target: _Target, op: str, arg: object, c: _Compiler) -> sql.Composable:
+    """``text_contains`` / ``text_icontains``: the value's text (a string's own, any other
+    value's JSON text) holds ``arg``; never a missing key or JSON null."""
+    if not isinstance(arg, str):
+        raise target.fail(op, f"expects a str, got {_type(arg)}")
+    _check_no_nul(target, op, arg)
+    text = _value(target, c)[1]
+    if op == "text_icontains":
+        return sql.SQL("coalesce(strpos(lower({}), lower({}::text)) > 0, FALSE)").format(
+            text, c.bind(arg))
+    return sql.SQL("coalesce(strpos({}, {}::text) > 0, FALSE)").format(text, c.bind(arg))
 
 
 def _exists(target: _Target, arg: object, c: _Compiler) -> sql.Composable:
@@ -462,7 +502,7 @@ def _exists(target: _Target, arg: object, c: _Compiler) -> sql.Composable:
     if not isinstance(arg, bool):
         raise target.fail("exists", f"expects a bool, got {_type(arg)}")
     test = sql.SQL("IS NOT NULL" if arg else "IS NULL")
-    return sql.SQL("({} #> {}::text[]) {}").format(c.column, c.bind(list(target.segments)), test)
+    return sql.SQL("({}) {}").format(_value(target, c)[0], test)
 
 
 def _check_scalar(target: _Target, op: str, value: object) -> None:

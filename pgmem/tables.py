@@ -112,6 +112,8 @@ def tables(
         sa.Column("key", sa.Text),
         sa.Column("ttl_minutes", sa.Double),
         sa.Column("expires_at", sa.DateTime(timezone=True)),
+        # Where an imported memory came from (pgmem.importers); NULL for every other memory.
+        sa.Column("origin", postgresql.JSONB),
         sa.PrimaryKeyConstraint("tenant", "id", name="memories_pkey"),
         sa.CheckConstraint(
             "user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL"

@@ -39,16 +39,38 @@ SELECT c.vector, coalesce(c.payload ->> 'data', c.payload ->> 'text') AS text
  ORDER BY c.id
  LIMIT %(limit)s
 
+-- name: mem0_source
+-- Which database the collection is in: the cluster's system identifier and the database's name
+-- (an import records it in each memory's origin, so that a sync deletes only its own).
+SELECT (SELECT system_identifier FROM pg_control_system())::text AS system,
+       current_database() AS dbname
+
 -- name: existing_memories
--- The tenant's memories among `ids`: an import skips them before any model work, a sync
--- compares them with the collection's rows.
-SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata
+-- The tenant's memories (and store items) among `ids`: an import skips them before any model
+-- work, a sync compares them with the collection's rows.
+SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.origin, m.updated_at,
+       m.namespace IS NOT NULL AS item
   FROM {schema}.memories m
  WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])
 
 -- name: imported_ids
--- The tenant's memories imported from collection `source` (pgmem.importers.mem0.IMPORT_KEY):
--- a sync deletes those the collection no longer has, and no other.
+-- The tenant's memories that an import recorded as coming from collection `collection` of the
+-- database `source` (memories.origin): a sync deletes those the collection no longer has, and
+-- no other. Store items are never among them.
 SELECT m.id, m.user_id, m.agent_id, m.run_id
   FROM {schema}.memories m
- WHERE m.tenant = %(tenant)s AND m.metadata -> '_mem0_import' ->> 'collection' = %(source)s
+ WHERE m.tenant = %(tenant)s AND m.namespace IS NULL
+   AND m.origin ->> 'importer' = 'mem0'
+   AND m.origin ->> 'source' = %(source)s
+   AND m.origin ->> 'collection' = %(collection)s
+ ORDER BY m.id
+
+-- name: set_origins
+-- Record where memories came from (`origins[i]` for `ids[i]`) and, where `updated[i]` is not
+-- NULL, set their updated_at to it (Mem0's). Only memories, never store items.
+UPDATE {schema}.memories m
+   SET origin = o.origin, updated_at = coalesce(o.updated, m.updated_at)
+  FROM unnest(%(ids)s::uuid[], %(origins)s::jsonb[], %(updated)s::timestamptz[])
+       AS o (id, origin, updated)
+ WHERE m.tenant = %(tenant)s AND m.id = o.id AND m.namespace IS NULL
+RETURNING m.id

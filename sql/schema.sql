@@ -32,6 +32,10 @@ CREATE TABLE pgmem.memories (
     key           text,
     ttl_minutes   double precision,
     expires_at    timestamptz,
+    -- Where an imported memory came from (pgmem.importers; NULL for every other memory): no
+    -- call of pgmem's API writes it. A Mem0 import's: {"importer": "mem0", "source",
+    -- "collection", "version", "updated_at"}.
+    origin        jsonb,
     CONSTRAINT memories_pkey PRIMARY KEY (tenant, id),
     CONSTRAINT memories_scope_check
         CHECK (user_id IS NOT NULL OR agent_id IS NOT NULL OR run_id IS NOT NULL

@@ -81,7 +81,7 @@ def test_distributed_at_an_older_revision_upgrades_to_head(citus_dsn: str) -> No
         assert placed["tenant_secrets"][1] == placed["memories"][1]
         with psycopg.connect(citus_dsn) as conn:
             assert conn.execute(
-                f"SELECT version_num FROM {schema}.alembic_version").fetchone() == ("0008",)
+                f"SELECT version_num FROM {schema}.alembic_version").fetchone() == ("0009",)
             assert conn.execute(f"SELECT text FROM {schema}.memories").fetchall() == [("x",)]
             assert conn.execute(  # the coordinator's own copy was emptied
                 "SELECT pg_relation_size(%s)", (f"{schema}.memories",)).fetchone() == (0,)

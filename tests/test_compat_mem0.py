@@ -334,8 +334,10 @@ def test_errors_keep_their_meaning(real: Any, ours: compat.Memory, user: str) ->
         ):
             with pytest.raises(ValueError):
                 bad()
-    with pytest.raises(pgmem.ScopeError):
+    with pytest.raises(compat.ValidationError) as no_scope_ours:
         ours.add("no scope")
+    assert not isinstance(no_scope_ours.value, ValueError)  # as Mem0's ValidationError
+    assert no_scope_ours.value.error_code == "VALIDATION_001"
     with pytest.raises(compat.InferenceNotSupportedError, match="stores text as given"):
         ours.add("extract facts please", user_id=user, infer=True)
     with pytest.raises(compat.MemoryNotFoundError):
@@ -493,10 +495,14 @@ def test_wildcard_scope_ids(configured: Any) -> None:
                                        "Alice spilled tea in run two", "Bob likes black tea"}
     assert texts["pgmem"]["listed"] == texts["pgmem"]["runs"]
     assert texts["pgmem"]["agents"] == {"The tea agent's note"}
-    for name, mem in both(real, ours):  # delete_all reads "*" the same way
-        mem.delete_all(user_id="alice", run_id="*")
-        left = {r["memory"] for r in mem.get_all(filters={"user_id": "alice"})["results"]}
-        assert left == {"Alice likes green tea"}, name
+    # delete_all's keyword ids: Mem0 reads "*" as any run; pgmem as the run named "*" (a
+    # keyword id is a literal name: documented).
+    real.delete_all(user_id="alice", run_id="*")
+    ours.delete_all(user_id="alice", run_id="*")
+    left = {name: {r["memory"] for r in mem.get_all(filters={"user_id": "alice"})["results"]}
+            for name, mem in both(real, ours)}
+    assert left["mem0"] == {"Alice likes green tea"}
+    assert left["pgmem"] == texts["pgmem"]["runs"] | {"Alice likes green tea"}
     assert ours.memory.get_all(user_id="*").items == ()  # pgmem's own API: "*" is a name
 
 
@@ -625,3 +631,188 @@ def test_a_mem0_async_script_runs_unchanged_but_the_import(shared_dsn: str, home
     assert traces["pgmem"] == traces["mem0"]
     assert traces["pgmem"][2] == ["I play the cello on Sundays"]
     assert traces["pgmem"][-1] == "not found"
+
+
+# -- filters, scope ids and errors as Mem0 means them, sync and async --------------------------
+
+
+async def _call(mem: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+    """``mem.name(*args, **kwargs)``, awaited when the door is AsyncMemory."""
+    import inspect
+
+    result = getattr(mem, name)(*args, **kwargs)
+    return await result if inspect.isawaitable(result) else result
+
+
+async def _meanings(mem: Any, user: str) -> dict[str, Any]:
+    """What a door answers to the calls whose meaning Mem0 2.2.1 fixes (the same calls on
+    mem0.Memory, compat.Memory and compat.AsyncMemory)."""
+    seen: dict[str, Any] = {}
+    url = {"source.url": "https://x.example/a"}
+    pasta = (await _call(mem, "add", "I cook pasta", user_id=user, infer=False, metadata={
+        **url, "tags": ["italian", "pasta"], "rating": 5}))["results"][0]["id"]
+    await _call(mem, "add", "I cook rice", user_id=user, infer=False,
+                metadata={"tags": ["asian"], "rating": 3})
+    for label, condition in (
+        ("dotted", url), ("icontains list", {"tags": {"icontains": "ITALIAN"}}),
+        ("contains list", {"tags": {"contains": "ital"}}),
+        ("contains number", {"rating": {"contains": "5"}}),
+        ("contains quote", {"tags": {"contains": '"asian"'}}),
+    ):
+        hits = await _call(mem, "search", "cooking", filters={"user_id": user, **condition},
+                           threshold=0.0)
+        seen[label] = sorted(r["memory"] for r in hits["results"])
+    listed = await _call(mem, "get_all", filters={"user_id": user, **url})
+    seen["dotted get_all"] = [r["memory"] for r in listed["results"]]
+    await _call(mem, "update", pasta, expiration_date="2999-01-01")
+    await _call(mem, "update", pasta, expiration_date=None)
+    kept = await _call(mem, "get", pasta)
+    seen["expiry cleared"] = ("expiration_date" in kept, kept.get("expiration_date"))
+    for label, condition in (("NOT dict", {"NOT": {"rating": 5}}), ("OR dict", {"OR": {}}),
+                             ("AND dict", {"AND": {"rating": 5}})):
+        with pytest.raises(ValueError) as refused:
+            await _call(mem, "search", "x", filters={"user_id": user, **condition})
+        seen[label] = str(refused.value)
+    missing = str(uuid.uuid4())
+    for name in ("update", "delete"):
+        with pytest.raises(ValueError) as not_found:
+            await _call(mem, name, missing, *(["new text"] if name == "update" else []))
+        seen[f"{name} missing"] = str(not_found.value).replace(missing, "<id>")
+    for label, args, kwargs in (
+        ("no scope", ("x",), {}), ("bad messages", (42,), {"user_id": user}),
+        ("bad memory_type", ("x",), {"user_id": user, "memory_type": "episodic"}),
+    ):
+        with pytest.raises(Exception) as invalid:
+            await _call(mem, "add", *args, infer=False, **kwargs)
+        seen[label] = (type(invalid.value).__name__, isinstance(invalid.value, ValueError),
+                       str(invalid.value))
+    return seen
+
+
+MEANINGS = {
+    "dotted": ["I cook pasta"], "dotted get_all": ["I cook pasta"],
+    "icontains list": ["I cook pasta"], "contains list": ["I cook pasta"],
+    "contains number": ["I cook pasta"], "contains quote": ["I cook rice"],
+    "expiry cleared": (True, None),
+    "NOT dict": "NOT operator requires a non-empty list of conditions",
+    "OR dict": "OR operator requires a non-empty list of conditions",
+    "AND dict": "AND operator requires a list of conditions",
+    "update missing": "Memory with id <id> not found. Please provide a valid 'memory_id'",
+    "delete missing": "Memory with id <id> not found",
+    "no scope": ("ValidationError", False,
+                 "At least one of 'user_id', 'agent_id', or 'run_id' must be provided."),
+    "bad messages": ("ValidationError", False, "messages must be str, dict, or list[dict]"),
+    "bad memory_type": ("ValidationError", False, (
+        "Invalid 'memory_type'. Please pass procedural_memory to create procedural memories.")),
+}
+
+
+def test_filters_scopes_and_errors_mean_what_mem0s_mean(
+    real: Any, ours: compat.Memory, shared_dsn: str,
+    embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """Dotted metadata keys, contains / icontains on lists and numbers, update(...,
+    expiration_date=None), NOT / OR / AND not given a list, a missing id's message, Mem0's
+    ValidationError cases: Mem0's answers, from compat.Memory and compat.AsyncMemory."""
+    import asyncio
+
+    async def through_async(user: str) -> dict[str, Any]:
+        async with compat.AsyncMemory(shared_dsn, embedder=embedder, nlp=analyzer) as mem:
+            return await _meanings(mem, user)
+
+    answers = {
+        "mem0": asyncio.run(_meanings(real, f"m{uuid.uuid4().hex[:8]}")),
+        "pgmem": asyncio.run(_meanings(ours, f"p{uuid.uuid4().hex[:8]}")),
+        "pgmem async": asyncio.run(through_async(f"a{uuid.uuid4().hex[:8]}")),
+    }
+    assert answers["mem0"] == MEANINGS
+    assert answers["pgmem"] == answers["pgmem async"] == MEANINGS
+    from mem0.exceptions import ValidationError as Mem0ValidationError
+
+    assert not issubclass(Mem0ValidationError, ValueError)  # the class pgmem's lines up with
+
+
+async def _star_user(mem: Any) -> dict[str, Any]:
+    """A user named "*" through the keyword form: a name, never "every user"."""
+    tag = uuid.uuid4().hex[:6]
+    await _call(mem, "add", f"star's note {tag}", user_id="*", infer=False)
+    await _call(mem, "add", f"bob's note {tag}", user_id=f"bob{tag}", infer=False)
+    found = await _call(mem, "search", f"note {tag}", user_id=" * ", threshold=0.0)
+    listed = await _call(mem, "get_all", user_id="*")
+    with pytest.raises(pgmem.InvalidInputError):  # "*" the name against "*" any user
+        await _call(mem, "get_all", user_id="*", filters={"user_id": "*"})
+    everyone = await _call(mem, "get_all", filters={"user_id": "*"}, top_k=1000)
+    await _call(mem, "delete_all", user_id="*")
+    after = await _call(mem, "get_all", filters={"user_id": "*"}, top_k=1000)
+    return {
+        "search": {r["memory"] for r in found["results"] if tag in r["memory"]},
+        "get_all": {r["memory"] for r in listed["results"] if tag in r["memory"]},
+        "wildcard in filters": {r["memory"] for r in everyone["results"] if tag in r["memory"]},
+        "after delete_all": {r["memory"] for r in after["results"] if tag in r["memory"]},
+        "user ids": {r["user_id"] for r in listed["results"]},
+    }
+
+
+def test_a_keyword_scope_id_is_a_literal_name(
+    real: Any, ours: compat.Memory, shared_dsn: str,
+    embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """search / get_all / delete_all with user_id="*" (or " * ") as a keyword: the user named
+    "*", not every user (Mem0 2.2.1 refuses the keyword form of search and get_all); the
+    wildcard stays in filters."""
+    import asyncio
+
+    with pytest.raises(ValueError, match="Top-level entity parameters"):
+        real.search("x", user_id="*")
+
+    async def through_async() -> dict[str, Any]:
+        async with compat.AsyncMemory(shared_dsn, embedder=embedder, nlp=analyzer,
+                                      tenant="stars") as mem:
+            return await _star_user(mem)
+
+    with compat.Memory(shared_dsn, embedder=embedder, nlp=analyzer, tenant="stars") as mem:
+        blocking = asyncio.run(_star_user(mem))
+    for seen in (blocking, asyncio.run(through_async())):
+        (star,) = seen["search"]
+        assert star.startswith("star's note")
+        assert seen["get_all"] == seen["search"] and seen["user ids"] == {"*"}
+        assert len(seen["wildcard in filters"]) == 2  # "*" in filters: every user
+        assert len(seen["after delete_all"]) == 1 and not next(
+            iter(seen["after delete_all"])).startswith("star")
+
+
+def test_nested_nots_end_in_a_filter_limit_error(
+    ours: compat.Memory, user: str, shared_dsn: str,
+    embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """About 400 nested NOTs: FilterLimitError (a FilterError, a ValueError), no
+    RecursionError, from the sync and the async door."""
+    import asyncio
+
+    deep: dict[str, Any] = {"rating": 5}
+    for _ in range(400):
+        deep = {"NOT": [deep]}
+    filters = {"user_id": user, **deep}
+    for call in (lambda: ours.search("x", filters=filters),
+                 lambda: ours.get_all(filters=filters)):
+        with pytest.raises(pgmem.FilterLimitError, match="32 levels"):
+            call()
+
+    async def through_async() -> None:
+        async with compat.AsyncMemory(shared_dsn, embedder=embedder, nlp=analyzer) as mem:
+            for name in ("search", "get_all"):
+                with pytest.raises(pgmem.FilterLimitError, match="32 levels"):
+                    await _call(mem, name, *(["x"] if name == "search" else []),
+                                filters=filters)
+
+    asyncio.run(through_async())
+
+
+def test_get_all_lists_the_oldest_first(ours: compat.Memory, user: str) -> None:
+    """pgmem's order (documented): created_at, then id -- an update does not move a memory, so
+    get_all(top_k=2) keeps returning the two oldest."""
+    ids = [ours.add(f"note {n}", user_id=user, infer=False)["results"][0]["id"]
+           for n in range(3)]
+    ours.update(ids[0], "note zero, updated")
+    first = ours.get_all(filters={"user_id": user}, top_k=2)["results"]
+    assert [r["id"] for r in first] == ids[:2]

@@ -155,3 +155,32 @@ def test_a_bad_filter_is_a_filter_error(memory: pgmem.Memory, filters: Any, mess
         memory.get_all(user_id="u1", filters=filters)
     with pytest.raises(pgmem.FilterError, match=message):
         memory.search("project", user_id="u1", filters=filters)
+
+
+def test_a_dotted_key_is_the_flat_key_first_then_the_path(memory: pgmem.Memory) -> None:
+    """``"source.url"`` reads the member of that name; a memory without one reads the nested
+    path. ``text_contains`` / ``text_icontains`` read the value's JSON text (Mem0's LIKE)."""
+    rows = {
+        "flat": {"source.url": "https://a.example", "tags": ["italian", "pasta"], "rating": 5},
+        "nested": {"source": {"url": "https://a.example"}, "rating": 15},
+        "both": {"source.url": "https://b.example", "source": {"url": "https://a.example"}},
+        "none": {"tags": None},
+    }
+    memory.add_many([{"text": f"a note ({name})", "metadata": m} for name, m in rows.items()],
+                    user_id="u1")
+
+    def listed(filters: Mapping[str, Any]) -> set[str]:
+        return {m.text[len("a note ("):-1]
+                for m in memory.get_all(user_id="u1", filters=filters).items}
+
+    url = "https://a.example"
+    assert listed({"source.url": url}) == {"flat", "nested"}
+    assert listed({"source.url": {"in": ["https://b.example"]}}) == {"both"}
+    assert listed({"source.url": {"icontains": "A.EXAMPLE"}}) == {"flat", "nested"}
+    assert listed({"source.url": {"exists": True}}) == {"flat", "nested", "both"}
+    assert listed({"NOT": {"source.url": url}}) == {"both", "none"}
+    assert listed({"tags": {"text_icontains": "ITALIAN"}}) == {"flat"}
+    assert listed({"tags": {"text_contains": "ital"}}) == {"flat"}
+    assert listed({"tags": {"contains": "ital"}}) == set()  # contains: an element
+    assert listed({"rating": {"text_contains": "5"}}) == {"flat", "nested"}
+    assert listed({"tags": {"text_contains": "null"}}) == set()  # JSON null has no text

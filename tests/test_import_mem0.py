@@ -13,11 +13,12 @@ import psycopg
 import pytest
 from conftest import create_database, drop_database
 from mem0_support import mem0_memory, require_mem0
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 import pgmem
 from pgmem.compat import mem0 as compat
-from pgmem.importers.mem0 import IMPORT_KEY, import_collection
+from pgmem.importers.mem0 import import_collection
 from tests.citus_support import RemoteLog
 from tests.test_citus import one_round_on, tenant_node
 
@@ -69,7 +70,7 @@ def target(
 
 @pytest.mark.also_on_citus
 def test_import_keeps_ids_scopes_times_and_metadata(
-    source_dsn: str, written: dict[str, Any], target: pgmem.Memory
+    source_dsn: str, written: dict[str, Any], target: pgmem.Memory, db_dsn: str
 ) -> None:
     progress: list[tuple[int, int]] = []
     report = import_collection(target, COLLECTION, source=source_dsn, batch_size=2,
@@ -87,9 +88,10 @@ def test_import_keeps_ids_scopes_times_and_metadata(
     lyon = next(i for i, r in written.items() if r["memory"] == "I moved to Lyon")
     record = target.get(lyon)
     assert (record.user_id, record.agent_id, record.run_id) == ("alice", "travel", "r1")
-    origin = record.metadata.pop(IMPORT_KEY)  # where it came from, which compat never shows
-    assert record.metadata == {"role": "user"}
+    assert record.metadata == {"role": "user"}  # where it came from is not in its metadata
+    origin = origin_of(db_dsn, lyon)
     assert origin["collection"] == f"public.{COLLECTION}" and len(origin["version"]) == 32
+    assert origin["source"] == report.source and origin["importer"] == "mem0"
     events = target.history(lyon)
     assert [e.event for e in events] == ["ADD"]
     assert events[0].created_at == record.created_at
@@ -271,6 +273,15 @@ def test_one_id_twice_in_a_call_is_refused_before_any_write(memory: pgmem.Memory
     assert memory.get_all(user_id="w").items == ()
 
 
+def origin_of(dsn: str, memory_id: object, tenant: str = "default") -> Any:
+    """The origin an import recorded for a memory (memories.origin), or None."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT origin FROM pgmem.memories WHERE tenant = %s AND id = %s",
+                           (tenant, memory_id)).fetchone()
+    assert row is not None, memory_id
+    return row[0]
+
+
 def _mem0_rows(dsn: str, table: str, rows: list[tuple[uuid.UUID, dict[str, Any]]]) -> None:
     """A Mem0-shaped collection ``table`` (created if missing) with ``rows`` upserted."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -282,7 +293,7 @@ def _mem0_rows(dsn: str, table: str, rows: list[tuple[uuid.UUID, dict[str, Any]]
 
 
 def test_sync_brings_mem0s_updates_and_deletes(
-    source_dsn: str, target: pgmem.Memory, tmp_path_factory: pytest.TempPathFactory
+    source_dsn: str, target: pgmem.Memory, tmp_path_factory: pytest.TempPathFactory, db_dsn: str
 ) -> None:
     """Mem0 changes after an import (an update, a delete, an add): a plain re-import brings
     the add only; --sync brings all three, keeps pgmem's own memories and pgmem's edits of
@@ -303,8 +314,8 @@ def test_sync_brings_mem0s_updates_and_deletes(
     bob = ids["Bob's locker is 12"]
     target.update(bob, text="Bob's locker is 12 (checked in pgmem)")  # Mem0 leaves it alone
     ops = ids["Deploys freeze on Fridays"]
-    legacy = {k: v for k, v in target.get(ops).metadata.items() if k != IMPORT_KEY}
-    target.update(ops, metadata=legacy)  # as imported before imports recorded their origin
+    with psycopg.connect(db_dsn) as conn:  # as imported before imports recorded their origin
+        conn.execute("UPDATE pgmem.memories SET origin = NULL WHERE id = %s", (ops,))
     paris, bike = ids["I live in Paris"], ids["I own a red bike"]
     real.update(paris, text="I live in Lyon", metadata={"since": 2024})
     real.delete(bike)
@@ -321,8 +332,7 @@ def test_sync_brings_mem0s_updates_and_deletes(
     assert report.sync and progress[-1] == (5, 5)
     door = compat.Memory(memory=target)
     for memory_id in (paris, added, ops):
-        assert door.get(memory_id) | {"updated_at": None} == real.get(memory_id) | {
-            "updated_at": None}
+        assert door.get(memory_id) == real.get(memory_id)  # updated_at included: Mem0's
     assert door.get(paris)["metadata"] == {"topic": "home", "since": 2024}
     assert [e.event for e in target.history(paris)] == ["ADD", "UPDATE"]
     assert target.get(bob).text == "Bob's locker is 12 (checked in pgmem)"
@@ -332,7 +342,7 @@ def test_sync_brings_mem0s_updates_and_deletes(
 
     again = import_collection(target, collection, source=source_dsn, sync=True)
     assert (again.imported, again.updated, again.deleted, again.skipped) == (0, 0, 0, 4)
-    assert IMPORT_KEY in target.get(ops).metadata  # adopted by the sync
+    assert origin_of(db_dsn, ops)["source"] == report.source  # adopted by the sync
     real.delete(bob)  # deleted in Mem0: deleted in pgmem, pgmem's edit or not
     real.delete(ops)
     assert import_collection(target, collection, source=source_dsn, sync=True).deleted == 2
@@ -457,3 +467,173 @@ def test_cli_sync_reports_each_count(
     with pgmem.Memory(db_dsn, tenant=table) as mem:
         assert sorted(r.text for r in mem.get_all(user_id="fay").items) == [
             "note 2", "note 3", "note zero"]
+
+
+# -- two Mem0 databases into one tenant ----------------------------------------------------------
+
+#: Metadata that imitates the import record older pgmem kept in a memory's metadata.
+FORGED = {"_mem0_import": {"collection": "public.mem0", "version": "0" * 32}}
+
+
+@pytest.fixture
+def two_sources(server_dsn: str, template_database: str) -> Iterator[tuple[str, str]]:
+    """Two scratch databases, each to hold Mem0's default collection ``public.mem0``."""
+    require_mem0()
+    names = [f"pgmem_mem0_{side}_{uuid.uuid4().hex[:8]}" for side in "ab"]
+    dsns = tuple(create_database(server_dsn, name, template=template_database) for name in names)
+    yield dsns[0], dsns[1]
+    for name in names:
+        drop_database(server_dsn, name)
+
+
+def _cli_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    from pgmem.cli import main
+
+    assert main([*args, "--json"]) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
+def _tenant_rows(dsn: str, tenant: str) -> dict[str, tuple[Any, ...]]:
+    """Every row of a tenant (memories and store items): id -> text, metadata, updated_at."""
+    with psycopg.connect(dsn) as conn:
+        return {str(r[0]): r[1:] for r in conn.execute(
+            "SELECT id, text, metadata, updated_at, origin FROM pgmem.memories WHERE tenant = %s",
+            (tenant,))}
+
+
+def test_sync_deletes_only_what_came_from_its_database(
+    two_sources: tuple[str, str], db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer, tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two Mem0 databases, each with the default collection public.mem0, imported into one
+    tenant with hostile metadata around: a sync of A deletes and updates only what came from
+    A's collection -- never B's memories, memories written through pgmem (Memory, compat) or a
+    LangGraph item whose metadata or value carries the old import key -- a dry run prints the
+    plan and writes nothing, and the updated and touched rows carry Mem0's updated_at."""
+    from pgmem.langgraph import PgmemStore
+
+    dsn_a, dsn_b = two_sources
+    real_a = mem0_memory(dsn_a, "mem0", tmp_path_factory.mktemp("mem0a"))
+    real_b = mem0_memory(dsn_b, "mem0", tmp_path_factory.mktemp("mem0b"))
+    a_ids = {text: real_a.add(text, user_id="alice", metadata=meta, infer=False)["results"][0][
+        "id"] for text, meta in (
+            ("Alice likes green tea", FORGED),
+            ("Alice moved to Lyon", {"topic": "home"}),
+            ("Alice drives a blue van", None),
+            ("Alice keeps bees", {"source.url": "https://bees.example"}),
+    )}
+    b_ids = {text: real_b.add(text, user_id="alice", metadata=meta, infer=False)["results"][0][
+        "id"] for text, meta in (
+            ("Alice's note from database B", FORGED),
+            ("Bob's note from database B", {"kind": "ref"}),
+    )}
+    common = ["import", "--from-mem0", "--collection", "mem0", "--dsn", db_dsn]
+    first_a = _cli_json([*common, "--mem0-dsn", dsn_a], capsys)
+    first_b = _cli_json([*common, "--mem0-dsn", dsn_b, "--sync"], capsys)
+    assert (first_a["imported"], first_b["imported"]) == (4, 2)
+    assert first_a["source"] != first_b["source"]  # same collection, two databases
+    assert first_a["source"].endswith("/" + conninfo_to_dict(dsn_a)["dbname"])
+
+    # pgmem's own writes into the same tenant, carrying the key imports once used.
+    forged_as_a = {"_mem0_import": {"collection": "public.mem0", "version": "1" * 32}}
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer, tenant="mem0") as mem:
+        own = mem.add("Alice's pgmem note", user_id="alice", metadata=forged_as_a).id
+        door = compat.Memory(memory=mem)
+        compat_id = door.add("Alice's compat note", user_id="alice", metadata=FORGED)[
+            "results"][0]["id"]
+        b_note = b_ids["Alice's note from database B"]
+        mem.update(b_note, metadata={**FORGED, "edited": True})  # pgmem's edit of B's memory
+        store = PgmemStore(mem)
+        store.put(("alice", "prefs"), "tea", {"_mem0_import": FORGED["_mem0_import"],
+                                              "text": "an item"})
+        # Mem0 changes A: an update, a delete, a touch without a change, an add.
+        lyon, van = a_ids["Alice moved to Lyon"], a_ids["Alice drives a blue van"]
+        tea = a_ids["Alice likes green tea"]
+        real_a.update(lyon, text="Alice moved to Nice", metadata={"since": 2025})
+        real_a.delete(van)
+        real_a.update(tea, text="Alice likes green tea")
+        new = real_a.add("Alice adopted a cat", user_id="alice", infer=False)["results"][0]["id"]
+
+        before = _tenant_rows(db_dsn, "mem0")
+        from pgmem.cli import main
+
+        assert main([*common, "--mem0-dsn", dsn_a, "--sync", "--dry-run"]) == 0
+        printed = capsys.readouterr().out
+        assert "dry run, nothing written" in printed
+        assert "would add 1, update 1, delete 1, leave 2 unchanged" in printed
+        lines = set(printed.splitlines()[1:])
+        assert lines == {f"add    {new}", f"update {lyon}", f"delete {van}"}
+        assert _tenant_rows(db_dsn, "mem0") == before  # nothing written
+
+        synced = _cli_json([*common, "--mem0-dsn", dsn_a, "--sync"], capsys)
+        assert (synced["imported"], synced["updated"], synced["deleted"], synced["skipped"]) == (
+            1, 1, 1, 2)
+        assert synced["source"] == first_a["source"]
+        after = _tenant_rows(db_dsn, "mem0")
+        assert set(before) - set(after) == {van}  # the one memory Mem0 deleted in A, no other
+        for kept in (own, compat_id, b_note, b_ids["Bob's note from database B"]):
+            assert after[str(kept)] == before[str(kept)]
+        assert store.get(("alice", "prefs"), "tea").value["text"] == "an item"
+        # What Mem0 returns, updated_at included: updated, touched, added, hostile metadata.
+        for memory_id in (lyon, tea, new, a_ids["Alice keeps bees"]):
+            assert door.get(memory_id) == real_a.get(memory_id)
+        assert door.get(tea)["metadata"] == FORGED  # the app's own key, shown as Mem0 shows it
+        assert door.get(own)["metadata"] == forged_as_a
+
+        again = _cli_json([*common, "--mem0-dsn", dsn_a, "--sync"], capsys)
+        assert (again["imported"], again["updated"], again["deleted"]) == (0, 0, 0)
+        b_again = _cli_json([*common, "--mem0-dsn", dsn_b, "--sync"], capsys)
+        assert (b_again["imported"], b_again["updated"], b_again["deleted"]) == (0, 0, 0)
+        assert mem.get(b_note).metadata == {**FORGED, "edited": True}  # Mem0 left it alone
+
+        # B loses a row: only that memory goes; A's stay.
+        real_b.delete(b_ids["Bob's note from database B"])
+        gone = _cli_json([*common, "--mem0-dsn", dsn_b, "--sync"], capsys)
+        assert gone["deleted"] == 1
+        assert {str(r.id) for r in mem.get_all(user_id="alice").items} == {
+            lyon, tea, new, a_ids["Alice keeps bees"], str(own), compat_id, b_note}
+        # The same collection read as another source: its memories are not that source's.
+        with pytest.raises(pgmem.InvalidInputError, match="source"):
+            import_collection(mem, "mem0", source=dsn_a, sync=True, source_id="another-name")
+        assert _tenant_rows(db_dsn, "mem0").keys() == after.keys() - {
+            b_ids["Bob's note from database B"]}
+    real_a.close()
+    real_b.close()
+
+
+def test_origins_kept_in_metadata_move_to_their_column(
+    source_dsn: str, db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer,
+) -> None:
+    """Migration 0009 moves the import record older pgmem kept in metadata (``_mem0_import``:
+    collection and version) into memories.origin, with no source (it named none), and leaves
+    any other value of that key to the caller. A sync then adopts those its collection still
+    has, and deletes none of the others: which database they came from is unknown."""
+    table = f"legacy_{uuid.uuid4().hex[:8]}"
+    kept, dropped = uuid.uuid4(), uuid.uuid4()
+    _mem0_rows(source_dsn, table, [(kept, {"data": "a kept row", "user_id": "gus"}),
+                                   (dropped, {"data": "a dropped row", "user_id": "gus"})])
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        import_collection(mem, table, source=source_dsn)
+        mine = {"_mem0_import": {"collection": f"public.{table}", "note": "the app's own"}}
+        own = mem.add("gus's own note", user_id="gus", metadata=mine).id
+    pgmem.downgrade(db_dsn, "0007")
+    with psycopg.connect(db_dsn) as conn:
+        legacy = dict(conn.execute("SELECT id, metadata FROM pgmem.memories").fetchall())
+    assert set(legacy[kept]["_mem0_import"]) == {"collection", "version"}  # as 0007 kept it
+    pgmem.migrate(db_dsn)
+    assert origin_of(db_dsn, kept) == {
+        "importer": "mem0", "source": None, "collection": f"public.{table}",
+        "version": legacy[kept]["_mem0_import"]["version"], "updated_at": None}
+    assert origin_of(db_dsn, own) is None
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        assert mem.get(kept).metadata == {}
+        assert mem.get(own).metadata == mine
+        with psycopg.connect(source_dsn, autocommit=True) as conn:
+            conn.execute(f"DELETE FROM {table} WHERE id = %s", (dropped,))
+        report = import_collection(mem, table, source=source_dsn, sync=True)
+        assert (report.imported, report.updated, report.deleted) == (0, 0, 0)
+        assert origin_of(db_dsn, kept)["source"] == report.source  # adopted
+        assert origin_of(db_dsn, dropped)["source"] is None  # not deleted: source unknown
+        assert {r.id for r in mem.get_all(user_id="gus").items} == {kept, dropped, own}

@@ -163,7 +163,7 @@ def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
         host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
         ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
     assert host == [("host_app_42",)]
-    assert ours == [("0008",)]
+    assert ours == [("0009",)]
 
 
 # A memory of ~1,300 characters: with its 384-dimensional vector a row of ~3.5 kB, past the
@@ -280,7 +280,7 @@ def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
     current = subprocess.run(
         [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
     )
-    assert "0008 (head)" in current.stdout
+    assert "0009 (head)" in current.stdout
     assert {"memories", "history"} <= tables(empty_db_dsn)
 
 

@@ -5,10 +5,14 @@ collection unless ``--tenant`` names another. Its options join ``pgmem import``'
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from pgmem.cli.options import ProgressBar, print_json
 from pgmem.cli.session import Session
 from pgmem.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from pgmem.importers.mem0 import ImportReport
 
 REUSE = {"auto": None, "reuse": True, "reembed": False}
 
@@ -33,7 +37,14 @@ def import_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--sync", action="store_true",
                        help="also bring Mem0's updates and deletes since the last import: "
                             "update the memories whose row changed, delete those imported from "
-                            "this collection that it no longer has (never others)")
+                            "this database and collection that it no longer has (never others)")
+    group.add_argument("--mem0-source-id", metavar="NAME",
+                       help="a name for the Mem0 database, recorded with each imported memory "
+                            "(default: its system identifier and database name); give the same "
+                            "one to every import of it, e.g. after moving it to another server")
+    group.add_argument("--dry-run", action="store_true",
+                       help="print what the import would add, update and delete (by id), and "
+                            "change nothing")
     group.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -57,11 +68,14 @@ def cmd_import_mem0(args: argparse.Namespace, session: Session) -> int:
             memory, args.collection, source=args.mem0_dsn or session.dsn(),
             source_schema=args.mem0_schema, reuse_vectors=REUSE[args.vectors],
             batch_size=args.batch_size, on_progress=progress, sync=args.sync,
+            source_id=args.mem0_source_id, dry_run=args.dry_run,
         )
     finally:
         progress.finish()
     if args.json:
         print_json(report)
+    elif report.dry_run:
+        _print_plan(report, memory.tenant)
     elif report.sync:
         print(f"synced Mem0 collection {args.collection} ({report.read} rows) into tenant "
               f"{memory.tenant!r}: {report.imported} added, {report.updated} updated, "
@@ -72,3 +86,16 @@ def cmd_import_mem0(args: argparse.Namespace, session: Session) -> int:
               + (f" ({report.skipped} already there, skipped)" if report.skipped else "")
               + f"; {report.vectors}")
     return 0
+
+
+def _print_plan(report: ImportReport, tenant: str) -> None:
+    """What a ``--dry-run`` would do: the counts, then one line per memory added, updated or
+    deleted."""
+    print(f"dry run, nothing written: {'syncing' if report.sync else 'importing'} Mem0 "
+          f"collection {report.collection} ({report.read} rows, source {report.source}) into "
+          f"tenant {tenant!r} would add {report.imported}, update {report.updated}, delete "
+          f"{report.deleted}, leave {report.skipped} unchanged")
+    for action, ids in (("add", report.added_ids), ("update", report.updated_ids),
+                        ("delete", report.deleted_ids)):
+        for memory_id in ids:
+            print(f"{action:<6} {memory_id}")

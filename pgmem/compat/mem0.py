@@ -27,8 +27,12 @@ Meaning as in Mem0 2.2.1 (where pgmem's own API differs; docs/mem0.md):
 
 - A config's ``collection_name`` (default ``mem0``) is the pgmem **tenant**: two collections on
   one database are kept apart, and ``reset()`` empties only its own.
-- A scope id ``"*"`` in ``filters`` (and in ``delete_all``) matches any value of that id, but
-  one: ``{"user_id": "alice", "run_id": "*"}`` is Alice's memories that have a run.
+- A scope id ``"*"`` in ``filters`` matches any value of that id, but one: ``{"user_id":
+  "alice", "run_id": "*"}`` is Alice's memories that have a run. A scope id given as a keyword
+  (``add``, ``delete_all``, and pgmem's keyword form of ``search`` / ``get_all``) is a literal
+  name: ``user_id="*"`` is the user named ``*``.
+- ``contains`` / ``icontains`` match the value's text, JSON text for a list or a number
+  (Mem0's ``LIKE`` on ``payload->>key``); a dotted key is the metadata key of that name.
 - A metadata condition on a key a memory lacks leaves it out, under ``ne``, ``nin`` and
   ``NOT`` too (Mem0's SQL NULL); ``"*"`` is "has the key".
 - ``threshold`` gates the semantic similarity clamped at 0, so ``threshold=0.0`` drops nothing;
@@ -62,13 +66,17 @@ Mem0's exceptions map onto pgmem's (all :class:`~pgmem.errors.PgmemError`):
 ============================  =============================================================
 Mem0                          pgmem
 ============================  =============================================================
-``ValidationError``,          :class:`~pgmem.errors.InvalidInputError` (a ``ValueError``,
-``ValueError``                as Mem0's are); a missing scope is
+``MemoryError``               :class:`Mem0Error` (not a ``ValueError``, as Mem0's is not)
+``ValidationError``           :class:`ValidationError` (a :class:`Mem0Error`: ``add`` with no
+                              scope id, ``messages`` of another type, a bad ``memory_type``)
+``ValueError``                :class:`~pgmem.errors.InvalidInputError` (a ``ValueError``);
+                              a missing scope in ``filters`` is
                               :class:`~pgmem.errors.ScopeError`, a bad filter
-                              :class:`~pgmem.errors.FilterError`
-``MemoryNotFoundError``,      :class:`MemoryNotFoundError` (a
-``ValueError("... not         :class:`~pgmem.errors.NotFoundError` and a ``ValueError``)
-found")``
+                              :class:`~pgmem.errors.FilterError` (one nested too deep
+                              :class:`~pgmem.errors.FilterLimitError`)
+``ValueError("Memory with id  :class:`MemoryNotFoundError` (a
+<id> not found")``            :class:`~pgmem.errors.NotFoundError` and a ``ValueError``),
+                              with Mem0's message
 ``LLMError``                  :class:`InferenceNotSupportedError` (no LLM is ever called)
 ``ConfigurationError``        :class:`~pgmem.errors.ConfigurationError`
 ``EmbeddingError``            :class:`~pgmem.errors.EmbeddingError`
@@ -92,7 +100,9 @@ from pgmem.compat.mem0_calls import (
     Extractor,
     InferenceNotSupportedError,
     Mem0Calls,
+    Mem0Error,
     MemoryNotFoundError,
+    ValidationError,
     config_options,
     result_item,
 )
@@ -110,8 +120,10 @@ if TYPE_CHECKING:
 __all__ = [
     "AsyncMemory",
     "InferenceNotSupportedError",
+    "Mem0Error",
     "Memory",
     "MemoryNotFoundError",
+    "ValidationError",
     "mem0_filters",
     "result_item",
 ]

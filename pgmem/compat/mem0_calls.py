@@ -21,8 +21,13 @@ from psycopg.conninfo import make_conninfo
 from pgmem.compat.mem0_filters import SCOPE_KEYS, all_of, mem0_filters, scope_args
 from pgmem.effects import Operation, Steps, result_of, transaction
 from pgmem.embedding import SentenceTransformerEmbedder
-from pgmem.errors import ConfigurationError, InvalidInputError, NotFoundError, ScopeError
-from pgmem.importers.mem0 import IMPORT_KEY
+from pgmem.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    NotFoundError,
+    PgmemError,
+    ScopeError,
+)
 from pgmem.operations import Configured, Operations
 from pgmem.queries import sql_blocks
 from pgmem.results import MemoryRecord, SearchHit
@@ -46,6 +51,9 @@ DEFAULT_COLLECTION = "mem0"
 #: Mem0's pgvector database when its config names none.
 DEFAULT_DBNAME = "postgres"
 UNSET: Any = object()
+#: Mem0 2.2.1's messages for an update and a delete of an id no memory has.
+UPDATE_NOT_FOUND = "Memory with id {id} not found. Please provide a valid 'memory_id'"
+DELETE_NOT_FOUND = "Memory with id {id} not found"
 
 #: An app's fact extractor for ``add(..., infer=True)``: the conversation's messages (system
 #: messages dropped) in, the facts to store out.
@@ -58,7 +66,35 @@ class InferenceNotSupportedError(ConfigurationError):
 
 
 class MemoryNotFoundError(NotFoundError, ValueError):
-    """No memory has this id (a ValueError too, as Mem0's "not found" is)."""
+    """No memory has this id: ``Memory with id <id> not found``, Mem0's words (a ValueError,
+    as Mem0's is)."""
+
+
+class Mem0Error(PgmemError):
+    """Mem0's root exception (``mem0.exceptions.MemoryError``): a message, an ``error_code``,
+    ``details``, a ``suggestion`` and ``debug_info``, as Mem0's have. Not a ValueError, as
+    Mem0's is not."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        error_code: str = "",
+        details: Mapping[str, Any] | None = None,
+        suggestion: str | None = None,
+        debug_info: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = str(self)
+        self.error_code = error_code
+        self.details = dict(details or {})
+        self.suggestion = suggestion
+        self.debug_info = dict(debug_info or {})
+
+
+class ValidationError(Mem0Error):
+    """What Mem0 2.2.1 raises as ``mem0.exceptions.ValidationError`` (``add`` with no scope id,
+    ``messages`` of another type, a bad ``memory_type``): a :class:`Mem0Error`, not a
+    ValueError, so an app's ``except`` catches it where it caught Mem0's."""
 
 
 def _do(operation: Operation[T]) -> Call[T]:
@@ -104,21 +140,33 @@ class Mem0Calls:
         Returns ``{"results": [{"id", "memory", "event": "ADD", "actor_id", "role"}]}``.
 
         Raises:
-            ScopeError: none of user_id, agent_id, run_id.
-            InvalidInputError: bad arguments (nothing is written).
+            ValidationError: none of user_id, agent_id, run_id; ``messages`` of another type; a
+                ``memory_type`` other than ``"procedural_memory"`` (Mem0's ValidationError
+                cases: not a ValueError).
+            InvalidInputError: other bad arguments (nothing is written).
             InferenceNotSupportedError: ``infer=True`` without an extractor, or
                 ``memory_type="procedural_memory"`` (which needs an LLM).
         """
         if timestamp is not None:
             raise InvalidInputError("timestamp is a Mem0 Platform parameter; Mem0 OSS rejects it")
         expiry = _expiration_date(expiration_date)
-        scope = {k: str(v) for k, v in scope_args(user_id, agent_id, run_id, required=True).items()}
+        scope = {k: str(v) for k, v in scope_args(user_id, agent_id, run_id).items()}
+        if not scope:
+            raise ValidationError(
+                "At least one of 'user_id', 'agent_id', or 'run_id' must be provided.",
+                "VALIDATION_001",
+                {"provided_ids": {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}},
+                "Please provide at least one identifier to scope the memory operation.",
+            )
         base = _caller_metadata(metadata)
         if expiry is not None:
             base["expiration_date"] = expiry
         if memory_type is not None and memory_type != PROCEDURAL_MEMORY:
-            raise InvalidInputError(
-                f"memory_type must be {PROCEDURAL_MEMORY!r} (or None), got {memory_type!r}"
+            raise ValidationError(
+                f"Invalid 'memory_type'. Please pass {PROCEDURAL_MEMORY} to create procedural "
+                "memories.", "VALIDATION_002",
+                {"provided_type": memory_type, "valid_type": PROCEDURAL_MEMORY},
+                f"Use '{PROCEDURAL_MEMORY}' to create procedural memories.",
             )
         if memory_type == PROCEDURAL_MEMORY:
             raise InferenceNotSupportedError(
@@ -184,14 +232,16 @@ class Mem0Calls:
     ) -> Call[dict[str, str]]:
         """Change a memory's text (``data`` is Mem0's older name for it) and merge ``metadata``
         into its metadata (``user_id``, ``agent_id``, ``run_id`` and ``actor_id`` cannot
-        change); ``expiration_date=None`` clears the expiry. The scope ids (pgmem's, not
+        change); ``expiration_date=None`` clears the expiry (the memory then shows
+        ``"expiration_date": None``, as Mem0's). The scope ids (pgmem's, not
         Mem0's) guard it: given, only a memory of that scope is changed (see :meth:`get`).
 
         Returns ``{"message": "Memory updated successfully!"}``.
 
         Raises:
             InvalidInputError: nothing to change, a malformed id or a bad value.
-            MemoryNotFoundError: no memory has the id.
+            MemoryNotFoundError: no memory has the id ("Memory with id <id> not found. Please
+                provide a valid 'memory_id'", Mem0's message).
         """
         guard = _guard(user_id, agent_id, run_id)
         if text is None:
@@ -206,10 +256,13 @@ class Mem0Calls:
                 raise InvalidInputError(
                     f"metadata must be a dict, got {type(metadata).__name__}"
                 )
-            stored = yield from self._found(self._ops.get(memory_id, **guard))
+            stored = yield from self._found(
+                self._ops.get(memory_id, **guard), memory_id, UPDATE_NOT_FOUND
+            )
             new_metadata = _merged_metadata(stored, metadata, expiration_date)
         yield from self._found(
-            self._ops.update(memory_id, text=text, metadata=new_metadata, **guard)
+            self._ops.update(memory_id, text=text, metadata=new_metadata, **guard), memory_id,
+            UPDATE_NOT_FOUND,
         )
         return {"message": "Memory updated successfully!"}
 
@@ -226,9 +279,13 @@ class Mem0Calls:
 
         Raises:
             InvalidInputError: a malformed id.
-            MemoryNotFoundError: no memory has the id.
+            MemoryNotFoundError: no memory has the id ("Memory with id <id> not found", Mem0's
+                message).
         """
-        yield from self._found(self._ops.delete(memory_id, **_guard(user_id, agent_id, run_id)))
+        yield from self._found(
+            self._ops.delete(memory_id, **_guard(user_id, agent_id, run_id)), memory_id,
+            DELETE_NOT_FOUND,
+        )
         return {"message": "Memory deleted successfully!"}
 
     def delete_all(
@@ -240,7 +297,7 @@ class Mem0Calls:
         Raises:
             ScopeError: none of user_id, agent_id and run_id (use :meth:`reset` for all).
         """
-        scope = scope_args(user_id, agent_id, run_id, required=False, wildcard=True)
+        scope = scope_args(user_id, agent_id, run_id)
         if not scope:
             raise ScopeError(
                 "At least one filter is required to delete all memories. If you want to delete "
@@ -421,12 +478,13 @@ class Mem0Calls:
             for n, event in enumerate(events)
         ]
 
-    def _found(self, operation: Operation[T]) -> Call[T]:
-        """``operation``'s result; its NotFoundError as Mem0's (a ValueError too)."""
+    def _found(self, operation: Operation[T], memory_id: object, message: str) -> Call[T]:
+        """``operation``'s result; its NotFoundError as Mem0's (a ValueError too), with Mem0's
+        ``message`` (formatted with the id)."""
         try:
             return (yield from _do(operation))
         except NotFoundError as exc:
-            raise MemoryNotFoundError(str(exc)) from exc
+            raise MemoryNotFoundError(message.format(id=memory_id)) from exc
 
 
 # -- shapes ----------------------------------------------------------------------------------
@@ -438,9 +496,7 @@ def result_item(
     """A memory as Mem0 shows it: ``id``, ``memory``, ``hash`` (md5 of the text, as Mem0's),
     ``metadata`` (None when empty), ``score`` (left out unless given), ``created_at`` and
     ``updated_at`` (ISO 8601, UTC), then the scope ids it has and the promoted keys."""
-    extra = {
-        k: v for k, v in record.metadata.items() if k not in PROMOTED_KEYS and k != IMPORT_KEY
-    }
+    extra = {k: v for k, v in record.metadata.items() if k not in PROMOTED_KEYS}
     item: dict[str, Any] = {
         "id": str(record.id),
         "memory": record.text,
@@ -478,7 +534,7 @@ def score_details(hit: SearchHit, threshold: float) -> dict[str, float]:
 
 def _guard(user_id: object, agent_id: object, run_id: object) -> dict[str, str | None]:
     """The scope ids guarding a call by id (None: not given), checked as Mem0 checks ids."""
-    given = scope_args(user_id, agent_id, run_id, required=False)
+    given = scope_args(user_id, agent_id, run_id)
     return {key: None if given.get(key) is None else str(given[key]) for key in SCOPE_KEYS}
 
 
@@ -498,7 +554,7 @@ def _merged_metadata(
     stored: MemoryRecord, metadata: Mapping[str, Any] | None, expiration_date: Any
 ) -> dict[str, Any]:
     """``stored``'s metadata with ``metadata`` merged in (identity keys kept) and the expiry
-    set, or cleared by None."""
+    set (None: ``"expiration_date": None``, as Mem0 keeps it)."""
     merged = dict(stored.metadata)
     for key, value in (metadata or {}).items():
         if key in IDENTITY_KEYS:
@@ -508,11 +564,7 @@ def _merged_metadata(
             continue
         merged[key] = value
     if expiration_date is not UNSET:
-        expiry = _expiration_date(expiration_date)
-        if expiry is None:
-            merged.pop("expiration_date", None)
-        else:
-            merged["expiration_date"] = expiry
+        merged["expiration_date"] = _expiration_date(expiration_date)  # None: kept, as Mem0
     return merged
 
 
@@ -553,8 +605,10 @@ def _messages(messages: object) -> list[dict[str, Any]]:
     elif isinstance(messages, list):
         listed = messages
     else:
-        raise InvalidInputError(
-            f"messages must be str, dict, or list[dict], got {type(messages).__name__}"
+        raise ValidationError(
+            "messages must be str, dict, or list[dict]", "VALIDATION_003",
+            {"provided_type": type(messages).__name__, "valid_types": ["str", "dict", "list[dict]"]},
+            "Convert your input to a string, dictionary, or list of dictionaries.",
         )
     kept = []
     for message in listed:

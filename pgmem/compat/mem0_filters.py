@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from pgmem.errors import FilterError, InvalidInputError, ScopeError
+from pgmem.errors import FilterError, FilterLimitError, InvalidInputError, ScopeError
+from pgmem.filters import MAX_DEPTH
 from pgmem.validate import ANY, ScopeId
 
 __all__ = ["SCOPE_KEYS", "WILDCARD", "entity_id", "mem0_filters", "scope_args"]
@@ -25,7 +26,16 @@ SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 WILDCARD = "*"
 _COMBINATORS = {"AND": "AND", "$and": "AND", "OR": "OR", "$or": "OR", "NOT": "NOT", "$not": "NOT"}
 # Operators that hold only on a present, non-null value: their "true" needs no presence test.
-_PRESENT_ONLY = ("eq", "gt", "gte", "lt", "lte", "in", "contains", "icontains")
+_PRESENT_ONLY = ("eq", "gt", "gte", "lt", "lte", "in", "text_contains", "text_icontains")
+# Mem0's contains / icontains: LIKE / ILIKE on the value's text (payload->>key), JSON text for
+# a value that is not a string, with the argument as Python's str() of it.
+_TEXT_OPERATORS = {"contains": "text_contains", "icontains": "text_icontains"}
+# Mem0 2.2.1's words for a combinator not given a list of conditions.
+_NEEDS_LIST = {
+    "AND": "AND operator requires a list of conditions",
+    "OR": "OR operator requires a non-empty list of conditions",
+    "NOT": "NOT operator requires a non-empty list of conditions",
+}
 
 Filter = dict[str, Any]
 
@@ -39,31 +49,36 @@ class _Truth(NamedTuple):
 
 def entity_id(value: object, name: str, *, wildcard: bool = False) -> ScopeId | None:
     """Mem0's check of a scope id: any value as text, trimmed, non-empty, without spaces;
-    with ``wildcard``, ``"*"`` is :data:`~pgmem.validate.ANY`."""
+    with ``wildcard`` (an id in ``filters``), ``"*"`` is :data:`~pgmem.validate.ANY`."""
     if value is None:
         return None
     text = (value if isinstance(value, str) else str(value)).strip()
     if not text:
-        raise InvalidInputError(f"Invalid {name}: cannot be empty or whitespace-only.")
+        raise InvalidInputError(
+            f"Invalid {name}: cannot be empty or whitespace-only. Provide a valid identifier."
+        )
     if any(c.isspace() for c in text):
-        raise InvalidInputError(f"Invalid {name}: cannot contain whitespace.")
+        raise InvalidInputError(
+            f"Invalid {name}: cannot contain whitespace. Provide a valid identifier without "
+            "spaces."
+        )
     return ANY if wildcard and text == WILDCARD else text
 
 
 def scope_args(
-    user_id: object, agent_id: object, run_id: object, *, required: bool, wildcard: bool = False
-) -> dict[str, ScopeId]:
-    """The scope ids given, checked as Mem0 checks them (``"*"`` is ANY with ``wildcard``).
+    user_id: object, agent_id: object, run_id: object, *, required: bool = False
+) -> dict[str, str]:
+    """The scope ids given as keywords, checked as Mem0 checks them. A keyword id is a literal
+    name: ``user_id="*"`` is the user named ``*`` (the wildcard is only in ``filters``).
 
     Raises:
         ScopeError: none given and ``required``.
         InvalidInputError: an id is blank or holds a space.
     """
     checked = {
-        name: entity_id(value, name, wildcard=wildcard)
-        for name, value in zip(SCOPE_KEYS, (user_id, agent_id, run_id))
+        name: entity_id(value, name) for name, value in zip(SCOPE_KEYS, (user_id, agent_id, run_id))
     }
-    scope = {name: value for name, value in checked.items() if value is not None}
+    scope = {name: str(value) for name, value in checked.items() if value is not None}
     if required and not scope:
         raise ScopeError("At least one of 'user_id', 'agent_id', or 'run_id' must be provided.")
     return scope
@@ -76,7 +91,7 @@ def mem0_filters(
     run_id: object = None,
 ) -> tuple[dict[str, ScopeId], Filter]:
     """Split Mem0's ``filters`` into the scope (its ``user_id`` / ``agent_id`` / ``run_id``,
-    with the keyword ids; ``"*"``: any value) and a :mod:`pgmem.filters` metadata filter that
+    where ``"*"`` is any value, with the keyword ids, which are literal names) and a :mod:`pgmem.filters` metadata filter that
     matches the memories Mem0's matches: ``{"key": "*"}`` is "has the key", ``{"key": [..]}``
     is ``in``, ``NOT: [a, b]`` is "neither a nor b", and a condition on a key a memory lacks
     leaves it out, even under ``ne``, ``nin`` or ``NOT``.
@@ -90,8 +105,8 @@ def mem0_filters(
         filters = {}
     if not isinstance(filters, Mapping):
         raise FilterError(f"filters must be a dict, got {type(filters).__name__}")
-    keywords = scope_args(user_id, agent_id, run_id, required=False, wildcard=True)
-    scope = dict(keywords)
+    keywords = scope_args(user_id, agent_id, run_id)
+    scope: dict[str, ScopeId] = dict(keywords)
     parts: list[Filter] = []
     for key, value in filters.items():
         if key in SCOPE_KEYS:
@@ -104,7 +119,9 @@ def mem0_filters(
                 )
             scope[key] = checked
         else:
-            parts.append(_entry(key, value).true)
+            truth = _entry(key, value, 1)
+            if truth is not None:
+                parts.append(truth.true)
     if not scope:
         raise ScopeError(
             "filters must contain at least one of: user_id, agent_id, run_id. "
@@ -126,16 +143,20 @@ def _both(parts: list[_Truth]) -> _Truth:
     return _Truth(all_of([p.true for p in parts]), _any_of([p.false for p in parts]))
 
 
-def _entry(key: str, value: Any) -> _Truth:
-    """One entry of a Mem0 filter."""
+def _entry(key: str, value: Any, depth: int) -> _Truth | None:
+    """One entry of a Mem0 filter, at ``depth`` (1: the top); None for an empty ``AND`` list,
+    which Mem0 reads as no condition."""
+    if depth > MAX_DEPTH:
+        raise FilterLimitError(
+            f"filters nest deeper than {MAX_DEPTH} levels; the limit is {MAX_DEPTH}"
+        )
     if key in _COMBINATORS:
         name = _COMBINATORS[key]
-        if name in ("AND", "OR") and not isinstance(value, (list, tuple)):
-            raise FilterError(f"{key} needs a list of conditions, got {type(value).__name__}")
-        conditions = value if isinstance(value, (list, tuple)) else [value]
-        if not conditions:
-            raise FilterError(f"{key} needs a non-empty list of conditions")
-        groups = [_group(condition, key) for condition in conditions]
+        if not isinstance(value, (list, tuple)) or (not value and name != "AND"):
+            raise FilterError(_NEEDS_LIST[name])
+        if not value:
+            return None
+        groups = [_group(condition, key, depth + 1) for condition in value]
         if name == "AND":
             return _both(groups)
         either = _Truth(_any_of([g.true for g in groups]), all_of([g.false for g in groups]))
@@ -148,7 +169,10 @@ def _entry(key: str, value: Any) -> _Truth:
     if isinstance(value, Mapping):
         if not value:
             raise FilterError(f"filters[{key!r}]: an empty operator mapping")
-        return _both([_condition(key, op, arg) for op, arg in value.items()])
+        return _both([
+            _condition(key, _TEXT_OPERATORS[op], str(arg)) if op in _TEXT_OPERATORS
+            else _condition(key, op, arg) for op, arg in value.items()
+        ])
     return _condition(key, "eq", value)
 
 
@@ -160,7 +184,7 @@ def _condition(key: str, op: str, value: Any) -> _Truth:
     return _Truth(true, {"AND": [present, {"NOT": holds}]})
 
 
-def _group(condition: object, where: str) -> _Truth:
+def _group(condition: object, where: str, depth: int) -> _Truth:
     """A condition inside AND / OR / NOT: its entries, all of them."""
     if not isinstance(condition, Mapping):
         raise FilterError(
@@ -172,7 +196,9 @@ def _group(condition: object, where: str) -> _Truth:
             raise FilterError(
                 f"{where}: {key} may only appear at the top level of filters (it is the scope)"
             )
-        parts.append(_entry(key, value))
+        truth = _entry(key, value, depth)
+        if truth is not None:
+            parts.append(truth)
     if not parts:
         raise FilterError(f"{where}: a condition is empty")
     return _both(parts)

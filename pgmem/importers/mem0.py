@@ -10,16 +10,21 @@ scope ids and Mem0's own keys); the lemmas, entities and content hash are pgmem'
 history (a SQLite file) is not read: each imported memory starts with one ADD event at its
 ``created_at``.
 
-Each imported memory records where it came from in its metadata (:data:`IMPORT_KEY`: the
-collection and a hash of the row), which :mod:`pgmem.compat.mem0` does not show.
+Each imported memory records where it came from in the ``origin`` column, which no call of
+pgmem's API writes (not in its metadata, which callers write): ``{"importer": "mem0",
+"source": <the database>, "collection": "<schema>.<table>", "version": <a hash of the row>,
+"updated_at": <Mem0's updated_at>}``. The source is the database's cluster system identifier and
+name (``"<system_identifier>/<dbname>"``), or the ``source_id`` the caller names.
 
 Re-running is safe: a row whose id the tenant already has is skipped and counted. With
 ``sync=True`` the collection is compared with the tenant instead: rows Mem0 changed since they
-were imported (their hash differs) update the memory, memories imported from this collection
-that Mem0 no longer has are deleted, and nothing else is touched (memories pgmem's users wrote,
-and edits made in pgmem to a row Mem0 left alone, stay). Every row is checked, and compared
-with the tenant, before anything is written; a bad row is named by its id and nothing is
-imported. Nothing here imports mem0.
+were imported (their hash differs) update the memory, memories imported from this source and
+collection that Mem0 no longer has are deleted, and nothing else is touched (memories pgmem's
+users wrote, memories imported from another database or collection, store items, and edits
+made in pgmem to a row Mem0 left alone, stay). Every row is checked, and compared with the
+tenant, before anything is written; a bad row is named by its id and nothing is imported.
+``dry_run=True`` stops there and reports what would be added, updated and deleted. Nothing here
+imports mem0.
 """
 
 from __future__ import annotations
@@ -38,10 +43,12 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from pgmem import validate
 from pgmem.effects import Steps, result_of, transaction
 from pgmem.errors import (
+    ConfigurationError,
     DimensionMismatchError,
     InvalidInputError,
     NotFoundError,
@@ -52,15 +59,13 @@ from pgmem.memory import Memory, run
 from pgmem.queries import sql_blocks
 from pgmem.store import Statement
 
-__all__ = ["IMPORT_KEY", "ImportReport", "import_collection", "memory_item"]
+__all__ = ["IMPORTER", "ImportReport", "import_collection", "memory_item"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: The metadata key where an imported memory records where it came from:
-#: ``{"collection": "<schema>.<table>", "version": "<hash of the Mem0 row it was made from>"}``.
-#: ``import --sync`` deletes only memories carrying it; :mod:`pgmem.compat.mem0` never shows it.
-IMPORT_KEY = "_mem0_import"
+#: ``origin ->> 'importer'`` of the memories this importer wrote.
+IMPORTER = "mem0"
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 #: Payload keys that are Mem0's own bookkeeping, not the memory's metadata.
 MEM0_KEYS = ("data", "text", "hash", "created_at", "updated_at", "text_lemmatized", "id")
@@ -72,11 +77,13 @@ SAME_MODEL_SIMILARITY = 0.99
 
 @dataclass(frozen=True)
 class ImportReport:
-    """What :func:`import_collection` did: rows ``read``; memories ``imported`` (added);
-    rows ``skipped`` because the tenant already had their id (with ``sync``: unchanged since
-    they were imported); memories ``updated`` and ``deleted`` (``sync`` only); whether the
-    stored vectors were ``reused`` for the added ones (else their texts were embedded again)
-    and why (``vectors``)."""
+    """What :func:`import_collection` did (or, with ``dry_run``, would do): rows ``read``;
+    memories ``imported`` (added); rows ``skipped`` because the tenant already had their id
+    (with ``sync``: unchanged since they were imported); memories ``updated`` and ``deleted``
+    (``sync`` only); whether the stored vectors were ``reused`` for the added ones (else their
+    texts were embedded again) and why (``vectors``); the ``source`` database as recorded in
+    each memory's origin. With ``dry_run``, the ids behind each count: ``added_ids``,
+    ``updated_ids``, ``deleted_ids``."""
 
     collection: str
     read: int
@@ -87,25 +94,36 @@ class ImportReport:
     updated: int = 0
     deleted: int = 0
     sync: bool = False
+    source: str = ""
+    dry_run: bool = False
+    added_ids: tuple[str, ...] = ()
+    updated_ids: tuple[str, ...] = ()
+    deleted_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class _Change:
-    """A sync's write to a memory the tenant has: its new text (None: the same) and metadata,
-    under the guard of its scope; ``counted`` unless only the import record changes."""
+    """A sync's write to a memory the tenant has: its new text (None: the same) and metadata
+    (None: the same), under the guard of its scope, then its origin and Mem0's updated_at;
+    ``counted`` when its text or metadata changes."""
 
     id: uuid.UUID
     text: str | None
-    metadata: dict[str, Any]
+    metadata: dict[str, Any] | None
     scope: dict[str, str | None]
-    counted: bool
+    origin: dict[str, Any]
+    updated_at: datetime | None
+
+    @property
+    def counted(self) -> bool:
+        return self.text is not None or self.metadata is not None
 
 
 @dataclass
 class _Plan:
     """What an import will write, decided before it writes anything."""
 
-    new: set[uuid.UUID] = field(default_factory=set)
+    new: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
     changes: list[_Change] = field(default_factory=list)
     gone: list[dict[str, Any]] = field(default_factory=list)
     unchanged: int = 0
@@ -117,21 +135,27 @@ def import_collection(
     *,
     source: str | psycopg.Connection[Any],
     source_schema: str = "public",
+    source_id: str | None = None,
     reuse_vectors: bool | None = None,
     batch_size: int = 256,
     on_progress: Callable[[int, int], object] | None = None,
     sync: bool = False,
+    dry_run: bool = False,
 ) -> ImportReport:
     """Import Mem0's pgvector collection ``collection`` (a table in ``source_schema`` of the
     database ``source``, a DSN or a psycopg connection, which is only read) into ``memory``'s
     schema and tenant.
 
-    ``sync``: also bring what changed in Mem0 since the last import -- update the memories
-    whose row changed, delete those imported from this collection that it no longer has (see
-    the module docstring). ``reuse_vectors``: None (the default) keeps the stored vectors when
-    they have the embedder's dimension and the embedder gives the same vectors for the first
-    :data:`PROBE_ROWS` texts (cosine >= 0.99), else embeds every text again; True keeps them
-    (they must have the schema's dimension); False always embeds again (an updated text is
+    ``source_id`` names that database in the memories' origin (default: its cluster's system
+    identifier and its name); give the same one to every import of it -- after a dump and
+    restore to another server, the default would see another database. ``sync``: also bring
+    what changed in Mem0 since the last import -- update the memories whose row changed (their
+    ``updated_at`` becomes Mem0's), delete those imported from this source and collection that
+    it no longer has (see the module docstring). ``dry_run``: decide everything, write nothing,
+    and report it with the ids. ``reuse_vectors``: None (the default) keeps the stored vectors
+    when they have the embedder's dimension and the embedder gives the same vectors for the
+    first :data:`PROBE_ROWS` texts (cosine >= 0.99), else embeds every text again; True keeps
+    them (they must have the schema's dimension); False always embeds again (an updated text is
     always embedded again). New rows go through :meth:`pgmem.Memory.add_many` in batches of
     ``batch_size``, each in a transaction of its own, and ``on_progress(done, total)`` after
     each.
@@ -141,7 +165,9 @@ def import_collection(
     Raises:
         NotFoundError: no such table, or it is not a Mem0 collection.
         InvalidInputError: a row that cannot be a pgmem memory, or whose id the tenant holds in
-            another scope or from another collection (named by its id); nothing was written.
+            another scope, from another source or collection, or not from an import (named by
+            its id); nothing was written.
+        ConfigurationError: the source database's identity cannot be read (give source_id).
         DimensionMismatchError: ``reuse_vectors=True`` with vectors of another dimension.
         DatabaseError: the database failed (batches before the failing one stay written;
             running the import again skips them).
@@ -151,31 +177,40 @@ def import_collection(
         raise InvalidInputError(f"reuse_vectors must be None, True or False, got {reuse_vectors!r}")
     if not isinstance(collection, str) or not collection:
         raise InvalidInputError("collection must be a table name")
+    if source_id is not None and (not isinstance(source_id, str) or not source_id.strip()):
+        raise InvalidInputError("source_id must be a non-empty name for the source database")
     conn = psycopg.connect(source, autocommit=True) if isinstance(source, str) else source
     try:
         register_vector(conn)
         reader = _Reader(conn, source_schema, collection)
         total, dim = reader.describe()
+        reader.source = source_id.strip() if source_id is not None else reader.identity()
         plan = _plan(memory, reader, sync=sync)
+        if dry_run:
+            return _report(reader, total, plan, sync=sync, dry_run=True, imported=len(plan.new),
+                           reused=False, why="dry run: nothing embedded, nothing written")
         reused, why = _reuse_decision(memory, reader, dim, reuse_vectors)
         logger.info("importing %d rows of %s: %s", total, collection, why)
         done, goal = plan.unchanged, total + len(plan.gone)
         imported = skipped = 0
         for rows in reader.pages(size, vectors=reused):
-            items = [memory_item(row, keep_vector=reused, origin=reader.name)
-                     for row in rows if row["id"] in plan.new]
+            items = [memory_item(row, keep_vector=reused) for row in rows if row["id"] in plan.new]
             if not items:
                 continue
             # add_many still skips an id written meanwhile (a concurrent import): a duplicate.
             results = memory.add_many(items, dedupe=False, batch_size=size)
-            duplicates = sum(r.duplicate for r in results)
-            imported += len(results) - duplicates
-            skipped += duplicates
+            added = [r.id for r in results if not r.duplicate]
+            _set_origins(memory, [(i, plan.new[i], None) for i in added])
+            imported += len(added)
+            skipped += len(results) - len(added)
             done += len(results)
             if on_progress is not None:
                 on_progress(done, goal)
         for change in plan.changes:
-            memory.update(change.id, text=change.text, metadata=change.metadata, **change.scope)
+            if change.counted:
+                memory.update(change.id, text=change.text, metadata=change.metadata,
+                              **change.scope)
+            _set_origins(memory, [(change.id, change.origin, change.updated_at)])
         for gone in plan.gone:
             memory.delete(gone["id"], user_id=gone["user_id"], agent_id=gone["agent_id"],
                           run_id=gone["run_id"])
@@ -186,10 +221,22 @@ def import_collection(
     finally:
         if isinstance(source, str):
             conn.close()
-    updated = sum(change.counted for change in plan.changes)
+    return _report(reader, total, plan, sync=sync, dry_run=False, imported=imported,
+                   skipped=skipped, reused=reused, why=why)
+
+
+def _report(
+    reader: _Reader, total: int, plan: _Plan, *, sync: bool, dry_run: bool, imported: int,
+    reused: bool, why: str, skipped: int = 0,
+) -> ImportReport:
+    updated = [change for change in plan.changes if change.counted]
     return ImportReport(
-        collection, total, imported, skipped + plan.unchanged + len(plan.changes) - updated,
-        reused, why, updated=updated, deleted=len(plan.gone), sync=sync,
+        reader.collection, total, imported, skipped + plan.unchanged + len(plan.changes)
+        - len(updated), reused, why, updated=len(updated), deleted=len(plan.gone), sync=sync,
+        source=reader.source, dry_run=dry_run,
+        added_ids=tuple(str(i) for i in sorted(plan.new)) if dry_run else (),
+        updated_ids=tuple(str(c.id) for c in updated) if dry_run else (),
+        deleted_ids=tuple(str(g["id"]) for g in plan.gone) if dry_run else (),
     )
 
 
@@ -199,61 +246,104 @@ def _plan(memory: Memory, reader: _Reader, *, sync: bool) -> _Plan:
     plan = _Plan()
     seen: set[uuid.UUID] = set()
     for rows in reader.pages(1000, vectors=False):
-        items = {row["id"]: reader.checked(memory, row) for row in rows}
+        items = {row["id"]: (reader.checked(memory, row), row) for row in rows}
         there = _existing(memory, list(items))
-        for memory_id, item in items.items():
+        for memory_id, (item, row) in items.items():
             seen.add(memory_id)
+            origin = reader.origin(item, row)
             stored = there.get(memory_id)
             if stored is None:
-                plan.new.add(memory_id)
-            elif not sync:
+                plan.new[memory_id] = origin
+                continue
+            change = _compared(reader, item, origin, stored, sync=sync)
+            if change is None:
                 plan.unchanged += 1
             else:
-                change = _compared(reader.name, item, stored)
-                if change is None:
-                    plan.unchanged += 1
-                else:
-                    plan.changes.append(change)
+                plan.changes.append(change)
     if sync:
-        plan.gone = [row for row in _imported(memory, reader.name) if row["id"] not in seen]
+        plan.gone = [row for row in _imported(memory, reader) if row["id"] not in seen]
     return plan
 
 
-def _compared(origin: str, item: dict[str, Any], stored: Mapping[str, Any]) -> _Change | None:
-    """The write that makes the tenant's memory ``stored`` what the row ``item`` says, or None
-    when the row has not changed since it was imported.
+def _compared(
+    reader: _Reader, item: dict[str, Any], origin: dict[str, Any], stored: Mapping[str, Any],
+    *, sync: bool,
+) -> _Change | None:
+    """The write that makes the tenant's memory ``stored`` what the row ``item`` says (and
+    records ``origin``), or None when there is nothing to write: without ``sync`` (a plain
+    import skips the ids the tenant has), or when Mem0 has not touched the row since it was
+    imported.
 
     Raises:
-        InvalidInputError: the memory is in another scope, or came from another collection.
+        InvalidInputError: (``sync``) the id is a store item's, a memory's in another scope, one
+            that came from another source or collection, or one no import recorded that
+            differs from the row.
     """
-    where = f"{origin}, row {item['id']}"
+    if not sync:
+        return None  # a plain import skips every id the tenant has
+    where = f"{reader.name}, row {item['id']}"
+    if stored["item"]:
+        raise InvalidInputError(f"{where}: pgmem holds a store item with this id; nothing was "
+                                "imported")
     scope = {key: stored[key] for key in SCOPE_KEYS}
     if scope != {key: item[key] for key in SCOPE_KEYS}:
         raise InvalidInputError(f"{where}: pgmem holds a memory with this id in another scope; "
                                 "nothing was imported")
-    mark = stored["metadata"].get(IMPORT_KEY)
-    mark = mark if isinstance(mark, Mapping) else {}
-    if mark.get("collection", origin) != origin:
-        raise InvalidInputError(f"{where}: pgmem's memory with this id came from Mem0 "
-                                f"collection {mark['collection']}; nothing was imported")
-    if mark.get("version") == item["metadata"][IMPORT_KEY]["version"]:
-        return None  # Mem0 left it alone: keep it as it is in pgmem, edits included
-    own = {k: v for k, v in stored["metadata"].items() if k != IMPORT_KEY}
-    theirs = {k: v for k, v in item["metadata"].items() if k != IMPORT_KEY}
-    same_text = stored["text"] == item["text"]
-    return _Change(item["id"], None if same_text else item["text"], item["metadata"], scope,
-                   counted=not (same_text and own == theirs))
+    mark = stored["origin"] if isinstance(stored["origin"], Mapping) else None
+    same_content = stored["text"] == item["text"] and stored["metadata"] == item["metadata"]
+    if mark is None:
+        if same_content:
+            # A memory whose origin was never recorded (an import cut short, or one older than
+            # origins) that is exactly the row: adopted.
+            return _Change(item["id"], None, None, scope, origin, None)
+        raise InvalidInputError(
+            f"{where}: pgmem holds a memory with this id that no import recorded, and it differs "
+            "from the row (written through pgmem?); nothing was imported"
+        )
+    if mark.get("importer") != IMPORTER or mark.get("collection") != reader.name or mark.get(
+        "source", reader.source
+    ) not in (None, reader.source):
+        raise InvalidInputError(
+            f"{where}: pgmem's memory with this id came from collection "
+            f"{mark.get('collection')} of source {mark.get('source')}, not from source "
+            f"{reader.source}; nothing was imported (give the source_id of its first import?)"
+        )
+    claimed = mark.get("source") == reader.source
+    if mark.get("version") == origin["version"]:
+        if claimed and mark.get("updated_at") in (None, origin["updated_at"]):
+            return None  # Mem0 left it alone: keep it as it is in pgmem, edits included
+        # Touched in Mem0 without a change of content (or first seen from this source): take
+        # Mem0's updated_at if pgmem's memory is the row, and record the row.
+        when = item["updated_at"] if same_content and mark.get("updated_at") is not None else None
+        return _Change(item["id"], None, None, scope, origin, when)
+    return _Change(
+        item["id"], None if stored["text"] == item["text"] else item["text"],
+        None if stored["metadata"] == item["metadata"] else item["metadata"], scope, origin,
+        item["updated_at"],
+    )
 
 
 def _existing(memory: Memory, ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
-    """The memories of ``ids`` that ``memory``'s tenant already has, by id."""
+    """The memories (and store items) of ``ids`` that ``memory``'s tenant already has, by id."""
     return _read(memory, "existing_memories", {"ids": ids},
                  lambda rows: {r["id"]: r for r in rows})
 
 
-def _imported(memory: Memory, origin: str) -> list[dict[str, Any]]:
-    """The tenant's memories imported from the collection ``origin`` (id and scope)."""
-    return _read(memory, "imported_ids", {"source": origin}, list)
+def _imported(memory: Memory, reader: _Reader) -> list[dict[str, Any]]:
+    """The tenant's memories imported from ``reader``'s source and collection (id and scope)."""
+    return _read(memory, "imported_ids", {"source": reader.source, "collection": reader.name},
+                 list)
+
+
+def _set_origins(
+    memory: Memory, origins: list[tuple[uuid.UUID, dict[str, Any], datetime | None]]
+) -> None:
+    """Record each memory's origin (and Mem0's updated_at, where given)."""
+    if origins:
+        _read(memory, "set_origins", {
+            "ids": [i for i, _, _ in origins], "origins": [Jsonb(o) for _, o, _ in origins],
+            "updated": [u for _, _, u in origins],
+        }, list)
 
 
 def _read(memory: Memory, name: str, params: dict[str, Any], read: Callable[[Any], T]) -> T:
@@ -269,12 +359,9 @@ def _read(memory: Memory, name: str, params: dict[str, Any], read: Callable[[Any
     return run(memory._connector, transaction(steps))
 
 
-def memory_item(
-    row: Mapping[str, Any], *, keep_vector: bool, origin: str | None = None
-) -> dict[str, Any]:
+def memory_item(row: Mapping[str, Any], *, keep_vector: bool) -> dict[str, Any]:
     """The :meth:`pgmem.Memory.add_many` item for a row of a Mem0 collection (``id``,
-    ``payload`` and, with ``keep_vector``, ``vector``); with ``origin`` (the collection, as
-    ``schema.table``), its metadata records it (:data:`IMPORT_KEY`).
+    ``payload`` and, with ``keep_vector``, ``vector``).
 
     Raises:
         InvalidInputError: the payload has no text, or a timestamp is not ISO 8601.
@@ -293,8 +380,6 @@ def memory_item(
         "created_at": _timestamp(payload.get("created_at"), row["id"]),
         "updated_at": _timestamp(payload.get("updated_at"), row["id"]),
     }
-    if origin is not None:
-        item["metadata"][IMPORT_KEY] = {"collection": origin, "version": _version(item)}
     if keep_vector:
         vector = row.get("vector")
         item["embedding"] = None if vector is None else _unit(_array(vector))
@@ -376,7 +461,9 @@ class _Reader:
 
     def __init__(self, conn: psycopg.Connection[Any], schema: str, collection: str) -> None:
         self.conn = conn
+        self.collection = collection
         self.name = f"{schema}.{collection}"
+        self.source = ""
         self.table = sql.Identifier(schema, collection)
         self.regclass = f'"{schema.replace(chr(34), chr(34) * 2)}".' \
                         f'"{collection.replace(chr(34), chr(34) * 2)}"'
@@ -402,6 +489,31 @@ class _Reader:
         dim = row["dim"]
         return int(row["count"]), (int(dim) if dim is not None and dim > 0 else None)
 
+    def identity(self) -> str:
+        """The source database as ``"<system_identifier>/<dbname>"``.
+
+        Raises:
+            ConfigurationError: the role may not read the system identifier.
+        """
+        try:
+            with self.conn.cursor(row_factory=dict_row) as cur:
+                row = cur.execute(sql.SQL(sql_blocks("mem0.sql")["mem0_source"])).fetchone()
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise ConfigurationError(
+                f"cannot read the Mem0 database's system identifier ({server_message(exc)}): "
+                "name the database with source_id= (pgmem import --mem0-source-id NAME)"
+            ) from exc
+        assert row is not None
+        return f"{row['system']}/{row['dbname']}"
+
+    def origin(self, item: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+        """What a memory made from ``row`` records as its origin."""
+        payload = row["payload"]
+        return {
+            "importer": IMPORTER, "source": self.source, "collection": self.name,
+            "version": _version(item), "updated_at": payload.get("updated_at"),
+        }
+
     def pages(self, size: int, *, vectors: bool) -> Iterator[list[dict[str, Any]]]:
         """The rows in id order, ``size`` at a time."""
         after = None
@@ -423,13 +535,13 @@ class _Reader:
             after = rows[-1]["id"]
 
     def checked(self, memory: Memory, row: Mapping[str, Any]) -> dict[str, Any]:
-        """The row's memory item (with its import record), checked as pgmem would check it.
+        """The row's memory item, checked as pgmem would check it.
 
         Raises:
             InvalidInputError: naming the row; nothing was imported.
         """
         try:
-            item = memory_item(row, keep_vector=False, origin=self.name)
+            item = memory_item(row, keep_vector=False)
             validate.items([item], tenant=memory.tenant, limits=memory.limits)
         except InvalidInputError as exc:
             message = str(exc).removeprefix("items[0]: ").removeprefix(f"row {row['id']}: ")

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pgmem.errors import FilterError, InvalidInputError, PgmemError
+from pgmem.errors import FilterError, FilterLimitError, InvalidInputError, PgmemError
 from pgmem.filters import (
     MAX_DEPTH,
     MAX_KEY_LENGTH,
@@ -106,10 +106,14 @@ def test_bool_and_int_stay_distinct_json_values() -> None:
     assert as_int["f0"].obj["k"] is not True  # type: ignore[attr-defined]
 
 
-def test_dotted_key_eq_nests_the_containment_document() -> None:
+def test_dotted_key_eq_reads_the_flat_key_first_then_the_nested_path() -> None:
     text, params = compiled({"a.b.c": 2})
-    assert text == EQ.format("f0")
-    assert params == {"f0": ("jsonb", {"a": {"b": {"c": 2}}})}
+    assert text == (
+        "(m.metadata @> %(f0)s::jsonb"
+        " OR (NOT m.metadata ? %(f1)s::text AND m.metadata @> %(f2)s::jsonb))"
+    )
+    assert params == {"f0": ("jsonb", {"a.b.c": 2}), "f1": "a.b.c",
+                      "f2": ("jsonb", {"a": {"b": {"c": 2}}})}
 
 
 def test_eq_param_is_a_jsonb_wrapper() -> None:
@@ -124,9 +128,9 @@ def test_ne_negates_containment() -> None:
 
 
 def test_ne_none() -> None:
-    text, params = compiled({"x.y": {"ne": None}})
+    text, params = compiled({"x": {"ne": None}})
     assert text == "NOT (m.metadata @> %(f0)s::jsonb)"
-    assert params == {"f0": ("jsonb", {"x": {"y": None}})}
+    assert params == {"f0": ("jsonb", {"x": None})}
 
 
 # --- comparisons -----------------------------------------------------------------------------
@@ -167,10 +171,14 @@ def test_big_int_comparison_kept_exact() -> None:
     assert params["f1"] == 10**30
 
 
-def test_comparison_on_dotted_key_binds_path_segments() -> None:
+def test_comparison_on_dotted_key_reads_the_flat_key_first() -> None:
     text, params = compiled({"a.b": {"gte": 1}})
-    assert text == cmp_number("f0", ">=", "f1")
-    assert params == {"f0": ["a", "b"], "f1": 1}
+    at = "coalesce(m.metadata -> %(f1)s::text, m.metadata #> %(f0)s::text[])"
+    assert text == (
+        f"CASE WHEN jsonb_typeof({at}) = 'number'"
+        f" THEN (({at} #>> '{{}}'))::numeric >= %(f2)s::numeric ELSE FALSE END"
+    )
+    assert params == {"f0": ["a", "b"], "f1": "a.b", "f2": 1}
 
 
 def test_comparison_guards_the_numeric_cast_with_case() -> None:
@@ -210,7 +218,8 @@ def test_in_accepts_a_tuple() -> None:
 
 def test_in_on_dotted_key() -> None:
     _, params = compiled({"a.b": {"in": [1, 2]}})
-    assert params == {"f0": ("jsonb", {"a": {"b": 1}}), "f1": ("jsonb", {"a": {"b": 2}})}
+    assert params == {"f0": ("jsonb", {"a.b": 1}), "f1": "a.b", "f2": ("jsonb", {"a": {"b": 1}}),
+                      "f3": ("jsonb", {"a.b": 2}), "f4": "a.b", "f5": ("jsonb", {"a": {"b": 2}})}
 
 
 def test_in_accepts_the_maximum_list() -> None:
@@ -260,20 +269,33 @@ def test_contains_non_str_is_array_element_only(value: object) -> None:
 
 
 def test_icontains_lowers_both_sides() -> None:
-    text, params = compiled({"a.b": {"icontains": "HeLLo"}})
+    text, params = compiled({"ab": {"icontains": "HeLLo"}})
     assert text == (
         "CASE WHEN jsonb_typeof(m.metadata #> %(f0)s::text[]) = 'string'"
         " THEN strpos(lower(m.metadata #>> %(f0)s::text[]), lower(%(f1)s::text)) > 0"
         " ELSE FALSE END"
     )
-    assert params == {"f0": ["a", "b"], "f1": "HeLLo"}
+    assert params == {"f0": ["ab"], "f1": "HeLLo"}
+
+
+@pytest.mark.parametrize(("op", "lower"), [("text_contains", False), ("text_icontains", True)])
+def test_text_contains_reads_the_json_text(op: str, lower: bool) -> None:
+    text, params = compiled({"tags": {op: "Ital"}})
+    stored, arg = "m.metadata #>> %(f0)s::text[]", "%(f1)s::text"
+    if lower:
+        stored, arg = f"lower({stored})", f"lower({arg})"
+    assert text == f"coalesce(strpos({stored}, {arg}) > 0, FALSE)"
+    assert params == {"f0": ["tags"], "f1": "Ital"}
+    assert error({"tags": {op: 5}}).endswith(f"operator {op!r} on key 'tags' expects a str, got int")
 
 
 @pytest.mark.parametrize(("value", "test"), [(True, "IS NOT NULL"), (False, "IS NULL")])
 def test_exists(value: bool, test: str) -> None:
     text, params = compiled({"a.b": {"exists": value}})
-    assert text == f"(m.metadata #> %(f0)s::text[]) {test}"
-    assert params == {"f0": ["a", "b"]}
+    assert text == (
+        f"(coalesce(m.metadata -> %(f1)s::text, m.metadata #> %(f0)s::text[])) {test}"
+    )
+    assert params == {"f0": ["a", "b"], "f1": "a.b"}
 
 
 # --- combinators -----------------------------------------------------------------------------
@@ -457,10 +479,12 @@ def test_sql_text_depends_only_on_the_filter_shape(key: str, other: str, value: 
         text, params = compiled({"OR": [{f"{key}.{other}": {op: arg}}, {key: 1}]})
         assert text == compiled(shape)[0]
         if op in ("eq", "ne", "in", "nin"):
-            assert params["f0"] == ("jsonb", {key: {other: value}})
+            assert params["f0"] == ("jsonb", {f"{key}.{other}": value})
+            assert params["f2"] == ("jsonb", {key: {other: value}})
         else:
             assert params["f0"] == [key, other]
-            assert params["f1"] == value
+            assert params["f1"] == f"{key}.{other}"
+            assert params["f2"] == value
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -502,8 +526,11 @@ def test_non_str_operator_is_unknown() -> None:
     assert "unknown operator 1 on key 'n'" in error({"n": {1: 2}})
 
 
-def test_operators_constant_lists_all_eleven() -> None:
-    assert ", ".join(OPERATORS) == "eq, ne, gt, gte, lt, lte, in, nin, contains, icontains, exists"
+def test_operators_constant_lists_all_thirteen() -> None:
+    assert ", ".join(OPERATORS) == (
+        "eq, ne, gt, gte, lt, lte, in, nin, contains, icontains, exists, text_contains, "
+        "text_icontains"
+    )
 
 
 def test_empty_operator_mapping() -> None:
@@ -728,6 +755,8 @@ def test_nesting_up_to_the_limit_compiles() -> None:
 
 
 def test_nesting_beyond_the_limit_is_rejected() -> None:
+    with pytest.raises(FilterLimitError):
+        compile_filters(_nested_not(MAX_DEPTH))
     message = error(_nested_not(MAX_DEPTH))
     assert message.endswith(f"filters nest deeper than {MAX_DEPTH} levels")
     assert message.startswith("filters['NOT']['NOT']")
