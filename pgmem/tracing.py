@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from typing import Any
 
 try:  # the otel extra: without it, no span and no timing
@@ -30,6 +30,8 @@ try:  # the otel extra: without it, no span and no timing
 except ImportError:  # pragma: no cover - depends on what is installed
     _otel_trace = None  # type: ignore[assignment]
 
+#: The calls whose results are counted, and the attribute of the count.
+_COUNTED = {"search": "pgmem.hits", "get_all": "pgmem.hits", "add_many": "pgmem.items"}
 #: The instrumentation scope's name (``get_tracer``'s first argument).
 TRACER_NAME = "pgmem"
 
@@ -51,8 +53,8 @@ def scope_hash(user_id: object, agent_id: object, run_id: object) -> str | None:
 class CallTrace:
     """The timings of one call, set on its span when the call ends."""
 
-    def __init__(self, *, search: bool = False) -> None:
-        self.search = search
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.legs: list[str] = []
         self.legs_ms: list[float] = []
         self.fallback = False
@@ -65,12 +67,11 @@ class CallTrace:
         self.legs_ms.append(round((time.perf_counter() - started) * 1000, 3))
 
     def result(self, value: object) -> None:
-        """Count what the call returned: a search's hits, a page's records, add_many's items."""
-        items = getattr(value, "items", None)
-        if isinstance(value, list):
-            self.attributes["pgmem.hits" if self.search else "pgmem.items"] = len(value)
-        elif isinstance(items, list):  # a Page
-            self.attributes["pgmem.hits"] = len(items)
+        """Count what the call returned: a search's hits and a ``get_all`` page's records
+        (``pgmem.hits``), ``add_many``'s items (``pgmem.items``)."""
+        key = _COUNTED.get(self.name)
+        if key is not None and isinstance(value, Sized):
+            self.attributes[key] = len(value)
 
     def span_attributes(self) -> dict[str, Any]:
         """The attributes of the call's span."""
@@ -113,7 +114,7 @@ def call(
         hashed = scope_hash(*scope)
         if hashed is not None:
             span.set_attribute("pgmem.scope_hash", hashed)
-        trace = CallTrace(search=name == "search")
+        trace = CallTrace(name)
         try:
             yield trace
         except BaseException as exc:
