@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -38,9 +39,13 @@ def replica_dsn(replica: Replica, db_dsn: str) -> str:
     return dsn
 
 
-def _memory(db: object, replica_dsn: str, models: tuple[object, object], **options: object) -> pgmem.Memory:
+def _memory(
+    db: object, replica_dsn: str, models: tuple[object, object], **options: Any
+) -> pgmem.Memory:
     embedder, analyzer = models
-    return pgmem.Memory(db, read_dsn=replica_dsn, embedder=embedder, nlp=analyzer, **options)  # type: ignore[arg-type]
+    return pgmem.Memory(
+        db, read_dsn=replica_dsn, embedder=embedder, nlp=analyzer, **options  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture
