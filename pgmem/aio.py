@@ -11,19 +11,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import default_database, effects, operations
+from pgmem import default_database, effects, operations, tracing
 from pgmem.connection import (
     AsyncConnector,
     AsyncSource,
     retryable,
 )
-from pgmem.errors import ConnectionLostError, wrap_db_errors
+from pgmem.errors import ConnectionLostError, PgmemError, wrap_db_errors
 from pgmem.languages import Analyzers
 from pgmem.model_work import ModelWork
+from pgmem.replicas import ReadRoute, checked_read_dsn, replica_failure
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
 from pgmem.scoring import SEARCH_LIMIT
@@ -36,9 +38,16 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-async def run_async(connector: AsyncConnector, operation: effects.Operation[T]) -> T:
+async def run_async(
+    connector: AsyncConnector,
+    operation: effects.Operation[T],
+    *,
+    reads: ReadRoute[AsyncConnector] | None = None,
+    trace: tracing.CallTrace | None = None,
+) -> T:
     """The twin of :func:`pgmem.memory.run`: model work in a worker thread, each transaction's
-    or batch's statements awaited on a connection of ``connector``; the call's result."""
+    or batch's statements awaited on a connection of ``connector`` (or of the replica, as
+    ``reads`` says); the call's result."""
     result: Any = None
     with contextlib.closing(operation):
         while True:
@@ -47,16 +56,43 @@ async def run_async(connector: AsyncConnector, operation: effects.Operation[T]) 
             except StopIteration as done:
                 value: T = done.value
                 return value
+            started = time.perf_counter()
             if isinstance(effect, effects.Compute):
                 result = await asyncio.to_thread(effect.run)
+                if trace is not None:
+                    trace.leg("model", started)
                 continue
-            for attempt in itertools.count():
+            replica = None if reads is None else reads.reader(effect.replica)
+            if replica is not None and reads is not None:
                 try:
-                    result = await _run_statements(connector, effect)
-                    break
-                except ConnectionLostError as exc:
-                    if attempt >= connector.retries or not retryable(exc):
+                    result = await _run_statements(replica, effect)
+                except PgmemError as exc:
+                    if not replica_failure(exc):
                         raise
+                    await replica.close()  # the next read there connects afresh
+                    reads.failed(exc)
+                    if trace is not None:
+                        trace.fallback = True
+                else:
+                    if trace is not None:
+                        trace.leg("replica", started)
+                    continue
+            result = await _run_retrying(connector, effect)
+            if trace is not None:
+                trace.leg("primary", started)
+
+
+async def _run_retrying(
+    connector: AsyncConnector, effect: effects.Transaction[T] | effects.Batch[T]
+) -> T:
+    """The effect's statements on ``connector``, again after a retryable failure."""
+    for attempt in itertools.count():
+        try:
+            return await _run_statements(connector, effect)
+        except ConnectionLostError as exc:
+            if attempt >= connector.retries or not retryable(exc):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 async def _run_statements(
@@ -112,6 +148,41 @@ class AsyncMemory(operations.Configured):
             connect_timeout=settings.connect_timeout, lock_timeout=settings.lock_timeout,
             pool_timeout=settings.pool_timeout,
         )
+        read_dsn = checked_read_dsn(settings.read_dsn)
+        self._reads = ReadRoute(
+            None if read_dsn is None else AsyncConnector(
+                read_dsn, max_size=settings.pool_max_size,
+                connect_timeout=settings.connect_timeout, lock_timeout=settings.lock_timeout,
+                pool_timeout=settings.pool_timeout,
+            ),
+            host=self._connector.host, read_your_writes=settings.read_your_writes,
+            fallback=settings.replica_fallback, retry_after=settings.replica_retry,
+        )
+
+    async def _call(
+        self,
+        name: str,
+        operation: effects.Operation[T],
+        *,
+        writes: bool = False,
+        scope: tuple[object, object, object] = (None, None, None),
+    ) -> T:
+        """As :meth:`pgmem.Memory._call`."""
+        with tracing.call(
+            name, tenant=self.tenant, enabled=self._ops.settings.tracing, scope=scope
+        ) as trace:
+            if writes:
+                self._reads.wrote()
+            try:
+                result = await run_async(
+                    self._connector, operation, reads=self._reads, trace=trace
+                )
+            finally:
+                if writes:
+                    self._reads.wrote()
+            if trace is not None:
+                trace.result(result)
+            return result
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -121,6 +192,8 @@ class AsyncMemory(operations.Configured):
         :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays open. As
         :meth:`pgmem.Memory.close`, a later call opens them again."""
         await self._connector.close()
+        if self._reads.replica is not None:
+            await self._reads.replica.close()
         await asyncio.to_thread(self._ops.models.close)
 
     async def __aenter__(self) -> Self:
@@ -143,10 +216,10 @@ class AsyncMemory(operations.Configured):
         ts_config: str | None = None,
     ) -> AddResult:
         """As :meth:`pgmem.Memory.add`."""
-        return await run_async(self._connector, self._ops.add(
+        return await self._call("add", self._ops.add(
             text, user_id=user_id, agent_id=agent_id, run_id=run_id, metadata=metadata,
             dedupe=dedupe, ts_config=ts_config,
-        ))
+        ), writes=True, scope=(user_id, agent_id, run_id))
 
     async def add_many(
         self,
@@ -162,10 +235,10 @@ class AsyncMemory(operations.Configured):
     ) -> list[AddResult]:
         """As :meth:`pgmem.Memory.add_many`; ``on_progress`` is a plain function, called in the
         event loop."""
-        return await run_async(self._connector, self._ops.add_many(
+        return await self._call("add_many", self._ops.add_many(
             items, user_id=user_id, agent_id=agent_id, run_id=run_id, dedupe=dedupe,
             batch_size=batch_size, on_progress=on_progress, ts_config=ts_config,
-        ))
+        ), writes=True, scope=(user_id, agent_id, run_id))
 
     async def update(
         self,
@@ -179,10 +252,10 @@ class AsyncMemory(operations.Configured):
         run_id: str | None = None,
     ) -> MemoryRecord:
         """As :meth:`pgmem.Memory.update`."""
-        return await run_async(self._connector, self._ops.update(
+        return await self._call("update", self._ops.update(
             memory_id, text=text, metadata=metadata, ts_config=ts_config,
             user_id=user_id, agent_id=agent_id, run_id=run_id,
-        ))
+        ), writes=True, scope=(user_id, agent_id, run_id))
 
     async def delete(
         self,
@@ -193,9 +266,9 @@ class AsyncMemory(operations.Configured):
         run_id: str | None = None,
     ) -> None:
         """As :meth:`pgmem.Memory.delete`."""
-        await run_async(self._connector, self._ops.delete(
+        await self._call("delete", self._ops.delete(
             memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
-        ))
+        ), writes=True, scope=(user_id, agent_id, run_id))
 
     async def delete_all(
         self,
@@ -205,8 +278,9 @@ class AsyncMemory(operations.Configured):
         run_id: str | None = None,
     ) -> int:
         """As :meth:`pgmem.Memory.delete_all`."""
-        return await run_async(
-            self._connector, self._ops.delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        return await self._call(
+            "delete_all", self._ops.delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id),
+            writes=True, scope=(user_id, agent_id, run_id),
         )
 
     # -- reads -----------------------------------------------------------------------------
@@ -218,11 +292,12 @@ class AsyncMemory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        primary: bool = False,
     ) -> MemoryRecord:
         """As :meth:`pgmem.Memory.get`."""
-        return await run_async(self._connector, self._ops.get(
-            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
-        ))
+        return await self._call("get", self._ops.get(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id, primary=primary,
+        ), scope=(user_id, agent_id, run_id))
 
     async def get_all(
         self,
@@ -233,12 +308,13 @@ class AsyncMemory(operations.Configured):
         filters: Mapping[str, Any] | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        primary: bool = False,
     ) -> Page:
         """As :meth:`pgmem.Memory.get_all`."""
-        return await run_async(self._connector, self._ops.get_all(
+        return await self._call("get_all", self._ops.get_all(
             user_id=user_id, agent_id=agent_id, run_id=run_id, filters=filters, limit=limit,
-            cursor=cursor,
-        ))
+            cursor=cursor, primary=primary,
+        ), scope=(user_id, agent_id, run_id))
 
     async def history(
         self,
@@ -247,11 +323,12 @@ class AsyncMemory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        primary: bool = False,
     ) -> list[HistoryEvent]:
         """As :meth:`pgmem.Memory.history`."""
-        return await run_async(self._connector, self._ops.history(
-            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
-        ))
+        return await self._call("history", self._ops.history(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id, primary=primary,
+        ), scope=(user_id, agent_id, run_id))
 
     # -- search ----------------------------------------------------------------------------
 
@@ -269,13 +346,14 @@ class AsyncMemory(operations.Configured):
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
         ts_config: str | None = None,
+        primary: bool = False,
     ) -> list[SearchHit]:
         """As :meth:`pgmem.Memory.search`."""
-        return await run_async(self._connector, self._ops.search(
+        return await self._call("search", self._ops.search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             threshold=threshold, filters=filters, rerank=rerank, mode=mode, legs=legs,
-            ts_config=ts_config,
-        ))
+            ts_config=ts_config, primary=primary,
+        ), scope=(user_id, agent_id, run_id))
 
     async def search_sql(
         self,
@@ -291,10 +369,10 @@ class AsyncMemory(operations.Configured):
         ts_config: str | None = None,
     ) -> str:
         """As :meth:`pgmem.Memory.search_sql`."""
-        return await run_async(self._connector, self._ops.search_sql(
+        return await self._call("search_sql", self._ops.search_sql(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             filters=filters, mode=mode, legs=legs, ts_config=ts_config,
-        ))
+        ), scope=(user_id, agent_id, run_id))
 
     async def explain_search(
         self,
@@ -311,7 +389,7 @@ class AsyncMemory(operations.Configured):
         ts_config: str | None = None,
     ) -> dict[str, Any]:
         """As :meth:`pgmem.Memory.explain_search`."""
-        return await run_async(self._connector, self._ops.explain_search(
+        return await self._call("explain_search", self._ops.explain_search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             filters=filters, mode=mode, legs=legs, analyze=analyze, ts_config=ts_config,
-        ))
+        ), scope=(user_id, agent_id, run_id))

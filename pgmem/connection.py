@@ -456,6 +456,12 @@ class _Pooled(Generic[PoolT]):
         self._opened = False
 
     @property
+    def host(self) -> bool:
+        """Whether the source is the caller's own connection (whose transaction pgmem joins),
+        not a pool, an Engine or a DSN."""
+        raise NotImplementedError
+
+    @property
     def retries(self) -> int:
         """How many times a call may run again after a :func:`retryable` failure: each lost
         connection leaves the pool, so after as many as the pool holds a new one is made."""
@@ -513,6 +519,15 @@ class Connector(_Pooled[ConnectionPool]):
         else:
             self._use_conninfo(source)
         self._lock = threading.Lock()
+
+    @property
+    def host(self) -> bool:
+        """Whether the source is the caller's own connection (a psycopg Connection, a SQLAlchemy
+        Connection or Session), not a pool, an Engine or a DSN."""
+        return any(
+            source is not None
+            for source in (self._connection, self._sa_connection, self._session)
+        )
 
     def _configure(self, conn: psycopg.Connection) -> None:
         # pgmem's own transactions are READ COMMITTED whatever the server's default: duplicate
@@ -695,6 +710,11 @@ class AsyncConnector(_Pooled[AsyncConnectionPool]):
         else:
             self._use_conninfo(source)
         self._lock = asyncio.Lock()
+
+    @property
+    def host(self) -> bool:
+        """Whether the source is the caller's own ``AsyncConnection``, not a pool or a DSN."""
+        return self._connection is not None
 
     async def _configure(self, conn: psycopg.AsyncConnection) -> None:
         await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)

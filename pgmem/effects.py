@@ -9,6 +9,7 @@ call's. The facades only run what is yielded, so the two cannot drift.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -37,10 +38,12 @@ class Compute(Generic[T]):
 class Transaction(Generic[T]):
     """Statements for one transaction on one connection: ``steps`` gets what the server can do.
     With ``pipeline`` they are sent in psycopg's pipeline mode (a statement that fetches nothing
-    travels with the next one)."""
+    travels with the next one). With ``replica`` they only read, and a read replica may answer
+    them (see :func:`on_replica`)."""
 
     steps: Callable[[ServerCapabilities], Steps[T]]
     pipeline: bool = False
+    replica: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Batch(Generic[T]):
     statements: Callable[
         [ServerCapabilities], tuple[Sequence[Statement[Any]], Callable[[list[Any]], T]]
     ]
+    replica: bool = False  # a read replica may answer it (see on_replica)
 
 
 Effect = Compute[Any] | Transaction[Any] | Batch[Any]
@@ -87,3 +91,25 @@ def compute(run: Callable[[], T]) -> Operation[T]:
     """Yield a :class:`Compute`; its result."""
     result: T = yield Compute(run)
     return result
+
+
+def on_replica(operation: Operation[T], allowed: bool = True) -> Operation[T]:
+    """``operation``, each of its transactions and batches marked as reads that a read replica
+    may answer (``replica=True``; the facade sends them to one when it has one and the call
+    needs no read of its own writes: docs/production.md, "Read replicas"); ``operation`` as it
+    is when not ``allowed``."""
+    if not allowed:
+        return (yield from operation)
+    try:
+        result: Any = None
+        while True:
+            try:
+                effect = operation.send(result)
+            except StopIteration as done:
+                value: T = done.value
+                return value
+            if not isinstance(effect, Compute):
+                effect = dataclasses.replace(effect, replica=True)
+            result = yield effect
+    finally:
+        operation.close()

@@ -104,6 +104,11 @@ class ConnectError(DatabaseError):
     longer with ``connect_timeout``."""
 
 
+class ReplicaUnavailableError(ConnectError):
+    """The read replica (``read_dsn``) could not be reached or its connection was lost, and
+    ``replica_fallback`` is ``"error"``: nothing was read from the primary instead."""
+
+
 class PoolTimeoutError(DatabaseError):
     """Every connection of pgmem's pool stayed busy for ``pool_timeout`` seconds: raise
     ``pool_max_size`` or ``pool_timeout``, or make fewer calls at once. The server is fine."""

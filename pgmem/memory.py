@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import default_database, effects, operations
+from pgmem import default_database, effects, operations, tracing
 from pgmem.connection import (
     Connector,
     Source,
     retryable,
 )
-from pgmem.errors import ConnectionLostError, wrap_db_errors
+from pgmem.errors import ConnectionLostError, PgmemError, wrap_db_errors
 from pgmem.languages import Analyzers
 from pgmem.model_work import ModelWork
+from pgmem.replicas import ReadRoute, checked_read_dsn, replica_failure
 from pgmem.rerank import Reranker
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
 from pgmem.scoring import SEARCH_LIMIT
@@ -34,10 +36,18 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def run(connector: Connector, operation: effects.Operation[T]) -> T:
+def run(
+    connector: Connector,
+    operation: effects.Operation[T],
+    *,
+    reads: ReadRoute[Connector] | None = None,
+    trace: tracing.CallTrace | None = None,
+) -> T:
     """Run a call: model work here, each transaction's or batch's statements on a connection of
     ``connector`` (again, on another connection, after a :func:`~pgmem.connection.retryable`
-    failure); the call's result."""
+    failure); the call's result. With ``reads``, a read that a replica may answer runs on the
+    replica when the route says so (on the primary after a replica failure, unless the route
+    raises: :meth:`~pgmem.replicas.ReadRoute.failed`). ``trace`` gets each leg's time."""
     result: Any = None
     with contextlib.closing(operation):
         while True:
@@ -46,16 +56,43 @@ def run(connector: Connector, operation: effects.Operation[T]) -> T:
             except StopIteration as done:
                 value: T = done.value
                 return value
+            started = time.perf_counter()
             if isinstance(effect, effects.Compute):
                 result = effect.run()
+                if trace is not None:
+                    trace.leg("model", started)
                 continue
-            for attempt in itertools.count():
+            replica = None if reads is None else reads.reader(effect.replica)
+            if replica is not None and reads is not None:
                 try:
-                    result = _run_statements(connector, effect)
-                    break
-                except ConnectionLostError as exc:
-                    if attempt >= connector.retries or not retryable(exc):
+                    result = _run_statements(replica, effect)
+                except PgmemError as exc:
+                    if not replica_failure(exc):
                         raise
+                    replica.close()  # the next read there connects afresh
+                    reads.failed(exc)
+                    if trace is not None:
+                        trace.fallback = True
+                else:
+                    if trace is not None:
+                        trace.leg("replica", started)
+                    continue
+            result = _run_retrying(connector, effect)
+            if trace is not None:
+                trace.leg("primary", started)
+
+
+def _run_retrying(
+    connector: Connector, effect: effects.Transaction[T] | effects.Batch[T]
+) -> T:
+    """The effect's statements on ``connector``, again after a retryable failure."""
+    for attempt in itertools.count():
+        try:
+            return _run_statements(connector, effect)
+        except ConnectionLostError as exc:
+            if attempt >= connector.retries or not retryable(exc):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _run_statements(
@@ -129,6 +166,13 @@ class Memory(operations.Configured):
     installed for the language lemmatizes (or the one ``nlp`` names for it); without one,
     PostgreSQL's ``to_tsvector`` makes the lexemes, and no entities are extracted. A name the
     database lacks raises :class:`~pgmem.errors.ConfigurationError` at the first call.
+    ``read_dsn``: a streaming replica of ``db`` (a DSN). ``search``, ``get``, ``get_all`` and
+    ``history`` read from it, every write goes to ``db``; a read goes to ``db`` when it must see
+    this Memory's own writes: when ``db`` is the caller's connection (its transaction), for
+    ``read_your_writes`` seconds (default 5) after a write of this Memory, and with
+    ``primary=True``. When the replica cannot be reached, a read goes to ``db`` with a logged
+    warning for ``replica_retry`` seconds (default 30), or with ``replica_fallback="error"``
+    raises :class:`~pgmem.errors.ReplicaUnavailableError` (docs/production.md).
     """
 
     def __init__(
@@ -150,6 +194,40 @@ class Memory(operations.Configured):
             connect_timeout=settings.connect_timeout, lock_timeout=settings.lock_timeout,
             pool_timeout=settings.pool_timeout,
         )
+        read_dsn = checked_read_dsn(settings.read_dsn)
+        self._reads = ReadRoute(
+            None if read_dsn is None else Connector(
+                read_dsn, max_size=settings.pool_max_size,
+                connect_timeout=settings.connect_timeout, lock_timeout=settings.lock_timeout,
+                pool_timeout=settings.pool_timeout,
+            ),
+            host=self._connector.host, read_your_writes=settings.read_your_writes,
+            fallback=settings.replica_fallback, retry_after=settings.replica_retry,
+        )
+
+    def _call(
+        self,
+        name: str,
+        operation: effects.Operation[T],
+        *,
+        writes: bool = False,
+        scope: tuple[object, object, object] = (None, None, None),
+    ) -> T:
+        """Run the call ``name``'s operation in its span (:mod:`pgmem.tracing`); a write
+        sends this Memory's reads to the primary for ``read_your_writes`` seconds."""
+        with tracing.call(
+            name, tenant=self.tenant, enabled=self._ops.settings.tracing, scope=scope
+        ) as trace:
+            if writes:
+                self._reads.wrote()
+            try:
+                result = run(self._connector, operation, reads=self._reads, trace=trace)
+            finally:
+                if writes:
+                    self._reads.wrote()
+            if trace is not None:
+                trace.result(result)
+            return result
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -161,6 +239,8 @@ class Memory(operations.Configured):
         opens a new pool (and starts that thread and spaCy process again), so close it again
         when done."""
         self._connector.close()
+        if self._reads.replica is not None:
+            self._reads.replica.close()
         self._ops.models.close()
 
     def __enter__(self) -> Self:
@@ -199,10 +279,10 @@ class Memory(operations.Configured):
             SchemaError: the schema is missing or has another dimension.
             DatabaseError: the database failed.
         """
-        return run(self._connector, self._ops.add(
+        return self._call("add", self._ops.add(
             text, user_id=user_id, agent_id=agent_id, run_id=run_id, metadata=metadata,
             dedupe=dedupe, ts_config=ts_config,
-        ))
+        ), writes=True, scope=(user_id, agent_id, run_id))
 
     def add_many(
         self,
@@ -244,10 +324,10 @@ class Memory(operations.Configured):
                 of its batch is written).
             EmbeddingError, SchemaError, DatabaseError: as :meth:`add`.
         """
-        return run(self._connector, self._ops.add_many(
+        return self._call("add_many", self._ops.add_many(
             items, user_id=user_id, agent_id=agent_id, run_id=run_id, dedupe=dedupe,
             batch_size=batch_size, on_progress=on_progress, ts_config=ts_config,
-        ))
+        ), writes=True, scope=(user_id, agent_id, run_id))
 
     def update(
         self,
@@ -277,10 +357,10 @@ class Memory(operations.Configured):
                 :meth:`add`'s ``dedupe``, under the same lock (nothing is written).
             EmbeddingError, SchemaError, DatabaseError: as :meth:`add`.
         """
-        return run(self._connector, self._ops.update(
+        return self._call("update", self._ops.update(
             memory_id, text=text, metadata=metadata, ts_config=ts_config,
             user_id=user_id, agent_id=agent_id, run_id=run_id,
-        ))
+        ), writes=True, scope=(user_id, agent_id, run_id))
 
     def delete(
         self,
@@ -301,9 +381,9 @@ class Memory(operations.Configured):
             NotFoundError: this tenant has no memory with the id (in the scope given).
             DatabaseError: the database failed.
         """
-        run(self._connector, self._ops.delete(
+        self._call("delete", self._ops.delete(
             memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
-        ))
+        ), writes=True, scope=(user_id, agent_id, run_id))
 
     def delete_all(
         self,
@@ -321,8 +401,9 @@ class Memory(operations.Configured):
             InvalidInputError: a bad scope id.
             DatabaseError: the database failed.
         """
-        return run(
-            self._connector, self._ops.delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        return self._call(
+            "delete_all", self._ops.delete_all(user_id=user_id, agent_id=agent_id, run_id=run_id),
+            writes=True, scope=(user_id, agent_id, run_id),
         )
 
     # -- reads -----------------------------------------------------------------------------
@@ -334,6 +415,7 @@ class Memory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        primary: bool = False,
     ) -> MemoryRecord:
         """The memory with this id.
 
@@ -341,15 +423,17 @@ class Memory(operations.Configured):
         ``run_id`` given (a guard), the memory must also carry those ids (a memory of ``user_id="u1"``
         is found with ``user_id="u1"``, not with ``user_id="u2"``): pass the caller's scope
         when the id comes from outside.
+        ``primary=True`` reads from the primary even when a read replica is configured (see
+        the class docstring).
 
         Raises:
             InvalidInputError: a malformed id or scope id.
             NotFoundError: this tenant has no memory with the id (in the scope given).
             DatabaseError: the database failed.
         """
-        return run(self._connector, self._ops.get(
-            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
-        ))
+        return self._call("get", self._ops.get(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id, primary=primary,
+        ), scope=(user_id, agent_id, run_id))
 
     def get_all(
         self,
@@ -360,6 +444,7 @@ class Memory(operations.Configured):
         filters: Mapping[str, Any] | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        primary: bool = False,
     ) -> Page:
         """One page of the scope's memories that match ``filters`` (see :mod:`pgmem.filters`),
         oldest first (ties by id).
@@ -367,6 +452,8 @@ class Memory(operations.Configured):
         Pass the page's ``next_cursor`` back as ``cursor`` for the next page; it is None on the
         last. Paging is by position, not offset: a memory added or deleted meanwhile never
         makes another appear twice or go missing.
+        ``primary=True`` reads from the primary even when a read replica is configured (see
+        the class docstring).
 
         Returns a :class:`Page` of at most ``limit`` (1 to 1000) records.
 
@@ -375,10 +462,10 @@ class Memory(operations.Configured):
                 get_all did not return.
             DatabaseError: the database failed.
         """
-        return run(self._connector, self._ops.get_all(
+        return self._call("get_all", self._ops.get_all(
             user_id=user_id, agent_id=agent_id, run_id=run_id, filters=filters, limit=limit,
-            cursor=cursor,
-        ))
+            cursor=cursor, primary=primary,
+        ), scope=(user_id, agent_id, run_id))
 
     def history(
         self,
@@ -387,11 +474,14 @@ class Memory(operations.Configured):
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        primary: bool = False,
     ) -> list[HistoryEvent]:
         """The ADD, UPDATE and DELETE events of a memory, oldest first -- also once deleted.
         Any of ``user_id``, ``agent_id``, ``run_id`` given: only those of a memory of that scope
         (see :meth:`get`) that is still there, since its latest DELETE -- a deleted memory's
         events keep no scope, and its id may have been imported again.
+        ``primary=True`` reads from the primary even when a read replica is configured (see
+        the class docstring).
 
         Raises:
             InvalidInputError: a malformed id or scope id.
@@ -399,9 +489,9 @@ class Memory(operations.Configured):
                 such memory in it).
             DatabaseError: the database failed.
         """
-        return run(self._connector, self._ops.history(
-            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id
-        ))
+        return self._call("history", self._ops.history(
+            memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id, primary=primary,
+        ), scope=(user_id, agent_id, run_id))
 
     # -- search ----------------------------------------------------------------------------
 
@@ -419,6 +509,7 @@ class Memory(operations.Configured):
         mode: str = "hybrid",
         legs: Sequence[str] | None = None,
         ts_config: str | None = None,
+        primary: bool = False,
     ) -> list[SearchHit]:
         """The memories of the scope most relevant to ``query``, best first.
 
@@ -432,6 +523,8 @@ class Memory(operations.Configured):
         ``ts_config`` (None: the Memory's) is the text search configuration the query's lemmas
         are made in; keywords match only memories stored in the same one. Where no spaCy model
         serves it, the entity signal is off and each hit's ``explain.notes`` says so.
+        ``primary=True`` reads from the primary even when a read replica is configured (see
+        the class docstring).
 
         Raises:
             ScopeError, InvalidInputError, FilterError: bad arguments (a ``ts_config`` the
@@ -439,11 +532,11 @@ class Memory(operations.Configured):
             ConfigurationError: ``rerank=True`` without a reranker.
             DatabaseError: the database failed.
         """
-        return run(self._connector, self._ops.search(
+        return self._call("search", self._ops.search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             threshold=threshold, filters=filters, rerank=rerank, mode=mode, legs=legs,
-            ts_config=ts_config,
-        ))
+            ts_config=ts_config, primary=primary,
+        ), scope=(user_id, agent_id, run_id))
 
     def search_sql(
         self,
@@ -466,10 +559,10 @@ class Memory(operations.Configured):
         ``hnsw.ef_search`` = the over-fetch, at least 40), set locally in the same round trip; EXPLAIN of this text shows a plan made
         for these values. :meth:`explain_search` shows the plan search runs with.
         """
-        return run(self._connector, self._ops.search_sql(
+        return self._call("search_sql", self._ops.search_sql(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             filters=filters, mode=mode, legs=legs, ts_config=ts_config,
-        ))
+        ), scope=(user_id, agent_id, run_id))
 
     def explain_search(
         self,
@@ -493,7 +586,7 @@ class Memory(operations.Configured):
         5,000 memories is searched with the same statement without its large-scope lines
         (``search_small``, :mod:`pgmem.scope_sizes`), whose plan is this one's small-scope part.
         """
-        return run(self._connector, self._ops.explain_search(
+        return self._call("explain_search", self._ops.explain_search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             filters=filters, mode=mode, legs=legs, analyze=analyze, ts_config=ts_config,
-        ))
+        ), scope=(user_id, agent_id, run_id))

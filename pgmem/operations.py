@@ -37,6 +37,7 @@ from pgmem.effects import (
     Steps,
     batch,
     compute,
+    on_replica,
     result_of,
     transaction,
 )
@@ -253,13 +254,15 @@ class Operations:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        primary: bool = False,
     ) -> Operation[MemoryRecord]:
         """See :meth:`pgmem.Memory.get`."""
         checked_id = validate.memory_id(memory_id)
         guard = validate.scope_ids(user_id, agent_id, run_id)
-        return (
-            yield from transaction(lambda _: get_steps(self.store, self.tenant, checked_id, guard))
-        )
+        return (yield from on_replica(
+            transaction(lambda _: get_steps(self.store, self.tenant, checked_id, guard)),
+            allowed=not primary,
+        ))
 
     def get_all(
         self,
@@ -270,6 +273,7 @@ class Operations:
         filters: Mapping[str, Any] | None,
         limit: int,
         cursor: str | None,
+        primary: bool = False,
     ) -> Operation[Page]:
         """See :meth:`pgmem.Memory.get_all`."""
         scope = validate.scope(self.tenant, user_id, agent_id, run_id, wildcard=True)
@@ -277,11 +281,12 @@ class Operations:
         condition, filter_params = compile_filters(filters, limits=self.limits)
         after = None if cursor is None else decode_cursor(cursor)
         params = list_params(scope, filter_params, limit=checked_limit, after=after)
-        return (
-            yield from transaction(
+        return (yield from on_replica(
+            transaction(
                 lambda _: list_steps(self.store, self.tenant, params, condition, checked_limit)
-            )
-        )
+            ),
+            allowed=not primary,
+        ))
 
     def history(
         self,
@@ -290,15 +295,15 @@ class Operations:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        primary: bool = False,
     ) -> Operation[list[HistoryEvent]]:
         """See :meth:`pgmem.Memory.history`."""
         checked_id = validate.memory_id(memory_id)
         guard = validate.scope_ids(user_id, agent_id, run_id)
-        return (
-            yield from transaction(
-                lambda _: history_steps(self.store, self.tenant, checked_id, guard)
-            )
-        )
+        return (yield from on_replica(
+            transaction(lambda _: history_steps(self.store, self.tenant, checked_id, guard)),
+            allowed=not primary,
+        ))
 
     # -- search
 
@@ -316,13 +321,16 @@ class Operations:
         mode: str,
         legs: Sequence[str] | None,
         ts_config: str | None = None,
+        primary: bool = False,
     ) -> Operation[list[SearchHit]]:
         """See :meth:`pgmem.Memory.search`."""
         request = self._search_request(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
             threshold=threshold, filters=filters, mode=mode, legs=legs,
         )
-        return (yield from self.run_search(request, rerank=rerank, ts_config=ts_config))
+        return (yield from on_replica(
+            self.run_search(request, rerank=rerank, ts_config=ts_config), allowed=not primary
+        ))
 
     def run_search(
         self, request: SearchRequest, *, rerank: bool = False, ts_config: str | None = None

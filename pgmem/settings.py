@@ -35,6 +35,13 @@ DEFAULT_IDLE_TIMEOUT = 900.0
 #: ``model_concurrency``'s default: as many calls as this process may use cores.
 CORES: Literal["cores"] = "cores"
 
+#: Seconds after a write of a Memory during which its reads go to the primary, not the replica.
+DEFAULT_READ_YOUR_WRITES = 5.0
+#: Seconds a Memory sends its reads to the primary after its read replica failed.
+DEFAULT_REPLICA_RETRY = 30.0
+#: What a read does when the read replica fails (``PGMEM_REPLICA_FALLBACK``).
+REPLICA_FALLBACKS = ("primary", "error")
+
 #: The Memory options whose None means the setting's default (see Settings.of_memory).
 _NONE_IS_DEFAULT = ("ts_config", "limits")
 _YES = ("1", "true", "yes", "on")
@@ -56,6 +63,11 @@ class Options(TypedDict, total=False):
     lock_timeout: float
     pool_timeout: float
     limits: Limits | None
+    # Read replicas (docs/production.md).
+    read_dsn: str | None
+    read_your_writes: float
+    replica_fallback: str
+    replica_retry: float
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,12 @@ class Settings:
     autostart: bool = True  # PGMEM_AUTOSTART
     server_idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # PGMEM_SERVER_IDLE_TIMEOUT
     mcp_token: str | None = None  # PGMEM_MCP_TOKEN
+    # Read replicas and tracing (docs/production.md).
+    read_dsn: str | None = None  # PGMEM_READ_DSN: the replica that searches and reads go to
+    read_your_writes: float = DEFAULT_READ_YOUR_WRITES  # PGMEM_READ_YOUR_WRITES
+    replica_fallback: str = "primary"  # PGMEM_REPLICA_FALLBACK: "primary" (warns) or "error"
+    replica_retry: float = DEFAULT_REPLICA_RETRY  # PGMEM_REPLICA_RETRY
+    tracing: bool = True  # PGMEM_TRACING: a span per call when opentelemetry-api is installed
 
     @classmethod
     def from_env(
@@ -160,6 +178,12 @@ def _flag(variable: str, raw: str) -> bool:
     return value in _YES
 
 
+def _fallback(variable: str, raw: str) -> str:
+    if raw not in REPLICA_FALLBACKS:
+        raise ConfigurationError(f"{variable} must be one of {REPLICA_FALLBACKS}, got {raw!r}")
+    return raw
+
+
 def _backend(variable: str, raw: str) -> str:
     if raw not in EMBEDDING_BACKENDS:
         raise ConfigurationError(f"{variable} must be one of {EMBEDDING_BACKENDS}, got {raw!r}")
@@ -203,6 +227,12 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "autostart": ("PGMEM_AUTOSTART", _flag),
     "server_idle_timeout": ("PGMEM_SERVER_IDLE_TIMEOUT", _seconds),
     "mcp_token": ("PGMEM_MCP_TOKEN", _text),
+    # Read replicas and tracing.
+    "read_dsn": ("PGMEM_READ_DSN", _text),
+    "read_your_writes": ("PGMEM_READ_YOUR_WRITES", _seconds),
+    "replica_fallback": ("PGMEM_REPLICA_FALLBACK", _fallback),
+    "replica_retry": ("PGMEM_REPLICA_RETRY", _seconds),
+    "tracing": ("PGMEM_TRACING", _flag),
 }
 
 

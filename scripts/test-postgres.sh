@@ -101,6 +101,11 @@ full_page_writes = off
 max_connections = 200
 shared_buffers = 512MB
 maintenance_work_mem = 512MB
+# tests/replica_support.py streams a replica from this server (pg_basebackup -R; initdb's
+# pg_hba.conf trusts replication connections from 127.0.0.1). These are PostgreSQL's defaults,
+# written out so that a changed default cannot turn the read replica tests off.
+wal_level = replica
+max_wal_senders = 10
 CONF
     run_as_postgres "$bin/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w start >/dev/null
   fi

@@ -92,7 +92,7 @@ def test_both_facades_hand_every_argument_to_the_shared_operation() -> None:
 
 def test_connectors_executors_and_runners_are_twins() -> None:
     assert public(Connector) == public(AsyncConnector) == {
-        "transaction", "batch", "close", "retries"
+        "transaction", "batch", "close", "retries", "host"
     }
     assert parameters(Connector.__init__)[1:] != []
     assert [p[:3] for p in parameters(Connector.__init__)] == [

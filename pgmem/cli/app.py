@@ -41,13 +41,18 @@ GROUPS: tuple[Callable[[Commands], None], ...] = (
 
 
 def global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
-    """``--dsn``, ``--schema``, ``--tenant``; with ``suppress``, for a subcommand (no default,
+    """``--dsn``, ``--read-dsn``, ``--schema``, ``--tenant``; with ``suppress``, for a subcommand (no default,
     so that an option given before the command is not reset)."""
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument(
         "--dsn", default=default,
         help="PostgreSQL connection string or URL (default: $PGMEM_DSN, then libpq PG* "
              "variables if PGHOST, PGDATABASE or PGSERVICE is set, else the embedded server)",
+    )
+    parser.add_argument(
+        "--read-dsn", default=default,
+        help="a streaming replica of the database: searches and reads go there, writes to "
+             "--dsn (default: $PGMEM_READ_DSN; docs/production.md)",
     )
     parser.add_argument(
         "--schema", default=argparse.SUPPRESS if suppress else DEFAULT_SCHEMA,

@@ -25,11 +25,12 @@ AUTOSTART_ENV = variable_of("autostart")
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    """A command's settings: the environment's, with ``--dsn``, ``--schema`` and ``--tenant``
-    (those given) over them."""
+    """A command's settings: the environment's, with ``--dsn``, ``--read-dsn``, ``--schema``
+    and ``--tenant`` (those given) over them."""
     return Settings.from_env(
         dsn=getattr(args, "dsn", None) or None, schema=getattr(args, "schema", None),
         tenant=getattr(args, "tenant", None),
+        read_dsn=getattr(args, "read_dsn", None) or None,
     )
 
 

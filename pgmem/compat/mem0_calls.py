@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import date, datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
@@ -532,15 +532,30 @@ def score_details(hit: SearchHit, threshold: float) -> dict[str, float]:
     }
 
 
-def _guard(user_id: object, agent_id: object, run_id: object) -> dict[str, str | None]:
+class _Guard(TypedDict):
+    user_id: str | None
+    agent_id: str | None
+    run_id: str | None
+
+
+class _Ids(TypedDict):
+    user_id: ScopeId | None
+    agent_id: ScopeId | None
+    run_id: ScopeId | None
+
+
+def _guard(user_id: object, agent_id: object, run_id: object) -> _Guard:
     """The scope ids guarding a call by id (None: not given), checked as Mem0 checks ids."""
     given = scope_args(user_id, agent_id, run_id)
-    return {key: None if given.get(key) is None else str(given[key]) for key in SCOPE_KEYS}
+    ids = {key: None if given.get(key) is None else str(given[key]) for key in SCOPE_KEYS}
+    return _Guard(user_id=ids["user_id"], agent_id=ids["agent_id"], run_id=ids["run_id"])
 
 
-def _ids(scope: Mapping[str, ScopeId]) -> dict[str, ScopeId | None]:
+def _ids(scope: Mapping[str, ScopeId]) -> _Ids:
     """The three scope ids of a pgmem call (None: not given)."""
-    return {key: scope.get(key) for key in SCOPE_KEYS}
+    return _Ids(
+        user_id=scope.get("user_id"), agent_id=scope.get("agent_id"), run_id=scope.get("run_id")
+    )
 
 
 def _iso(moment: datetime) -> str:
