@@ -47,8 +47,9 @@ def upgrade() -> None:
             "     metadata = metadata - '_mem0_import'"
             " WHERE namespace IS NULL"
             "   AND jsonb_typeof(metadata -> '_mem0_import') = 'object'"
-            "   AND (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys("
-            "        metadata -> '_mem0_import') AS k) = ARRAY['collection', 'version']"
+            # Exactly these two keys, with operators only (no subquery: Citus runs it as is).
+            "   AND (metadata -> '_mem0_import') ?& ARRAY['collection', 'version']"
+            "   AND (metadata -> '_mem0_import') - 'collection' - 'version' = '{}'::jsonb"
             "   AND jsonb_typeof(metadata -> '_mem0_import' -> 'collection') = 'string'"
             "   AND (metadata -> '_mem0_import' ->> 'version') ~ '^[0-9a-f]{32}$'"
         ),
