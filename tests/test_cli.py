@@ -1,5 +1,5 @@
 """The ``pgmem`` command against real PostgreSQL: every command's output, its errors, and its
-documentation (``--help`` and the README's "Command line" section)."""
+documentation (``--help`` and docs/command-line.md)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ import pytest
 
 import pgmem
 from pgmem import cli
+from tests.revision_support import HEAD
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+COMMAND_LINE = README.parent / "docs" / "command-line.md"
 
 
 @pytest.fixture(autouse=True)
@@ -93,9 +95,8 @@ def options(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def readme_section() -> str:
-    text = README.read_text()
-    start = text.index("## Command line")
-    return text[start : text.index("\n## ", start + 1)]
+    """The command line's user documentation (the README links to it)."""
+    return COMMAND_LINE.read_text()
 
 
 def help_text(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -129,9 +130,10 @@ def test_every_command_and_option_is_in_help_and_in_the_readme(
             if positional:
                 assert positional in text
     # the environment the command reads is documented too
+    user_docs = "".join(p.read_text() for p in [README, *COMMAND_LINE.parent.glob("*.md")])
     for variable in ("PGMEM_DSN", "PGHOST", "PGDATABASE", "PGSERVICE", "PGMEM_HOME",
                      "PGMEM_AUTOSTART", "PGMEM_SERVER_IDLE_TIMEOUT"):
-        assert variable in top or variable in README.read_text(), variable
+        assert variable in top or variable in user_docs, variable
 
 
 def test_search_has_the_same_default_limit_as_memory_search(
@@ -154,10 +156,10 @@ def test_migrate_creates_and_reports_the_schema(
     empty_db_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = Run(empty_db_dsn, capsys)
-    assert run.ok("migrate") == "schema pgmem is at revision 0008 (384-dimensional embeddings)\n"
-    assert run.ok("migrate") == "schema pgmem is at revision 0008 (384-dimensional embeddings)\n"
+    assert run.ok("migrate") == f"schema pgmem is at revision {HEAD} (384-dimensional embeddings)\n"
+    assert run.ok("migrate") == f"schema pgmem is at revision {HEAD} (384-dimensional embeddings)\n"
     out = run.ok("migrate", "--schema", "small", "--dim", "8")
-    assert out == "schema small is at revision 0008 (8-dimensional embeddings)\n"
+    assert out == f"schema small is at revision {HEAD} (8-dimensional embeddings)\n"
     assert "migrate was asked for 16" in run.error("--schema", "small", "migrate", "--dim", "16")
 
 

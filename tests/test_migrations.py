@@ -15,6 +15,7 @@ import pytest
 
 import pgmem
 from pgmem.errors import ConfigurationError, SchemaError
+from tests.revision_support import HEAD
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -163,7 +164,7 @@ def test_a_host_alembic_history_is_left_alone(empty_db_dsn: str) -> None:
         host = conn.execute("SELECT version_num FROM public.alembic_version").fetchall()
         ours = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchall()
     assert host == [("host_app_42",)]
-    assert ours == [("0009",)]
+    assert ours == [(HEAD,)]
 
 
 # A memory of ~1,300 characters: with its 384-dimensional vector a row of ~3.5 kB, past the
@@ -280,7 +281,7 @@ def test_alembic_command_line_from_the_checkout(empty_db_dsn: str) -> None:
     current = subprocess.run(
         [*alembic, "current"], check=True, env=env, cwd=REPO, capture_output=True, text=True
     )
-    assert "0009 (head)" in current.stdout
+    assert f"{HEAD} (head)" in current.stdout
     assert {"memories", "history"} <= tables(empty_db_dsn)
 
 

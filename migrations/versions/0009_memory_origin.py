@@ -18,7 +18,7 @@ Downgrade: the origins go back into the metadata under ``_mem0_import`` (collect
 version), and the column is dropped.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-05
 """
 
@@ -40,10 +40,11 @@ def upgrade() -> None:
         f'ALTER TABLE "{schema}".memories ADD COLUMN origin jsonb',
         (
             f'UPDATE "{schema}".memories'
-            " SET origin = jsonb_build_object("
-            "       'importer', 'mem0', 'source', NULL,"
-            "       'collection', metadata -> '_mem0_import' ->> 'collection',"
-            "       'version', metadata -> '_mem0_import' ->> 'version', 'updated_at', NULL),"
+            # Immutable operators only: Citus refuses STABLE functions such as
+            # jsonb_build_object over columns in a distributed UPDATE. The record holds exactly
+            # collection and version (checked below), so the concatenation is the whole origin.
+            " SET origin = '{\"importer\": \"mem0\", \"source\": null, \"updated_at\": null}'::jsonb"
+            "              || (metadata -> '_mem0_import'),"
             "     metadata = metadata - '_mem0_import'"
             " WHERE namespace IS NULL"
             "   AND jsonb_typeof(metadata -> '_mem0_import') = 'object'"
@@ -62,8 +63,8 @@ def downgrade() -> None:
     for statement in (
         (
             f'UPDATE "{schema}".memories'
-            " SET metadata = metadata || jsonb_build_object('_mem0_import', jsonb_build_object("
-            "       'collection', origin ->> 'collection', 'version', origin ->> 'version'))"
+            " SET metadata = jsonb_set(metadata, '{_mem0_import}',"
+            "       origin - 'importer' - 'source' - 'updated_at')"  # collection and version
             " WHERE origin ->> 'importer' = 'mem0'"
         ),
         f'ALTER TABLE "{schema}".memories DROP COLUMN origin',
