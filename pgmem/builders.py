@@ -236,6 +236,8 @@ def fuse_rows(
                 keyword_score=keyword_score,
                 scoring=plan.profile.name,
                 scope_size=size,
+                query_terms=plan.n_terms or 0,
+                keyword_docs=n_docs,
                 entity_hits=_entity_hits(by_key[f.key], plan.profile, size),
                 legs=_legs(by_key[f.key]),
                 signals=plan.signals,

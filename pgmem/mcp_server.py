@@ -24,12 +24,10 @@ Needs the ``mcp`` extra: ``pip install 'pgmem[mcp]'``.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import os
 import secrets
-import socket
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +46,7 @@ from pydantic import AnyHttpUrl
 from pgmem import safe_paths, validate
 from pgmem.aio import AsyncMemory
 from pgmem.errors import ConfigurationError, PgmemError, ScopeError
+from pgmem.http_guard import LOOPBACK, HostGuard, TokenSet, default_allowed_hosts, url_host
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, SearchHit, jsonable
 
 __all__ = [
@@ -71,8 +70,6 @@ MIN_TOKEN_LENGTH = 22
 #: The claim of an :class:`AccessToken` that carries the scope its token pins.
 SCOPE_CLAIM = "pgmem_scope"
 TOKEN_FILE = "mcp.token"
-#: Addresses for which the MCP SDK checks Host and Origin itself (loopback names only).
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass(frozen=True)
@@ -99,10 +96,9 @@ class Credential:
 
 class BearerTokens:
     """The MCP SDK's ``TokenVerifier`` over a fixed set of :class:`Credential`: a token is
-    compared with every one, in constant time (``hmac.compare_digest``), so neither which one
-    matched nor how much of it did shows in the time taken. The access token it returns names
-    the credential (``client_id``: an HTTP session stays with the credential that opened it)
-    and carries its pinned scope."""
+    compared with every one in constant time (:class:`pgmem.http_guard.TokenSet`). The access
+    token it returns names the credential (``client_id``: an HTTP session stays with the
+    credential that opened it) and carries its pinned scope."""
 
     def __init__(self, credentials: list[Credential]) -> None:
         if not credentials:
@@ -110,20 +106,17 @@ class BearerTokens:
         tokens = [c.token for c in credentials]
         if len(set(tokens)) != len(tokens):
             raise ConfigurationError("two MCP credentials have the same token")
-        self._credentials = [(c.token.encode(), dict(c.scope)) for c in credentials]
+        self._tokens = TokenSet(tokens)
+        self._scopes = [dict(c.scope) for c in credentials]
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The access token for ``token``, or None when no credential has it."""
-        presented = token.encode("utf-8", "surrogateescape")
-        found: int | None = None
-        for n, (expected, _) in enumerate(self._credentials):
-            if hmac.compare_digest(presented, expected) and found is None:
-                found = n
+        found = self._tokens.match(token)
         if found is None:
             return None
         return AccessToken(
             token="", client_id=f"pgmem-credential-{found}", scopes=[],
-            claims={SCOPE_CLAIM: self._credentials[found][1]},
+            claims={SCOPE_CLAIM: self._scopes[found]},
         )
 
 
@@ -177,15 +170,6 @@ def read_token_map(path: Path) -> list[Credential]:
             '{"<token>": {"user_id": "alice"}}'
         )
     return [Credential(token, scope) for token, scope in entries.items()]
-
-
-def default_allowed_hosts(host: str) -> list[str]:
-    """The Host header values a server bound to ``host`` (not :data:`LOOPBACK`) accepts by default:
-    that address, this machine's name and fully qualified name, and loopback, any port."""
-    names = {host, socket.gethostname(), socket.getfqdn(), "127.0.0.1", "localhost"}
-    names.discard("0.0.0.0")
-    names.discard("::")
-    return sorted(names)
 
 
 def create_server(
@@ -382,16 +366,14 @@ def serve(
     server = create_server(
         memory, user_id=user_id, agent_id=agent_id, run_id=run_id,
         credentials=credentials if http else None,
-        resource_url=f"http://{_url_host(host)}:{port}/mcp",
+        resource_url=f"http://{url_host(host)}:{port}/mcp",
     )
     security = None
-    if http and host not in LOOPBACK:  # the SDK checks these hosts itself
-        hosts = allowed_hosts or default_allowed_hosts(host)
+    if http and host not in LOOPBACK:  # the SDK checks loopback names itself
+        guard = HostGuard.of(allowed_hosts or default_allowed_hosts(host))
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
-            allowed_hosts=[f"{_url_host(h)}:*" for h in hosts],
-            allowed_origins=[f"{scheme}://{_url_host(h)}:*" for h in hosts
-                             for scheme in ("http", "https")],
+            allowed_hosts=list(guard.hosts), allowed_origins=list(guard.origins),
         )
 
     async def main() -> None:
@@ -407,11 +389,6 @@ def serve(
             await memory.close()
 
     anyio.run(main)
-
-
-def _url_host(host: str) -> str:
-    """``host`` as a URL writes it (an IPv6 address in brackets)."""
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def _warm_up(memory: AsyncMemory) -> None:

@@ -96,7 +96,10 @@ class Explain:
     (None when no query term matched); ``legs`` names the legs that found the
     memory; ``signals`` the signals this query could use, and ``notes`` why one could not.
     ``scope_size`` is the searched scope's size (exact up to 5,000 memories), against which
-    each of ``entity_hits`` had its spread weighed.
+    each of ``entity_hits`` had its spread weighed. ``query_terms`` is how many keyword terms
+    the query had (they pick the keyword sigmoid's row) and ``keyword_docs`` the scope's size
+    as the keyword scale counts it (None: not used): with them, ``pgmem.scoring.fuse`` makes
+    this score again from the parts above (the inspector switches signals off that way).
     """
 
     semantic: float
@@ -115,6 +118,8 @@ class Explain:
     context: float = 0.0
     context_from: uuid.UUID | None = None
     scope_size: int | None = None
+    query_terms: int = 0
+    keyword_docs: float | None = None
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from test_mcp_server import call, fails
 
 import pgmem
-from pgmem import mcp_server
+from pgmem import http_guard, mcp_server
 from pgmem.settings import Settings
 
 ADMIN, ALICE, BOB = ("admin-" + "a" * 40, "alice-" + "b" * 40, "bob-" + "c" * 40)
@@ -169,16 +169,17 @@ def test_the_generated_token_is_kept_private(tmp_path: Path) -> None:
 
 
 def test_tokens_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The verifier compares with hmac.compare_digest, against every credential."""
+    """The verifier compares with hmac.compare_digest (pgmem.http_guard.TokenSet, shared with
+    the inspector), against every credential."""
     calls: list[tuple[bytes, bytes]] = []
     verifier = mcp_server.BearerTokens([mcp_server.Credential(ALICE), mcp_server.Credential(BOB)])
-    real = mcp_server.hmac.compare_digest
+    real = http_guard.hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(mcp_server.hmac, "compare_digest", spy)
+    monkeypatch.setattr(http_guard.hmac, "compare_digest", spy)
     found = anyio.run(verifier.verify_token, ALICE)
     assert found is not None and found.claims == {"pgmem_scope": {}}
     assert anyio.run(verifier.verify_token, "nope") is None

@@ -18,6 +18,7 @@ from pgmem.cli import (
     server,
     stats,
     tenants,
+    ui,
 )
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session
@@ -37,6 +38,7 @@ GROUPS: tuple[Callable[[Commands], None], ...] = (
     server.register,
     mcp.register,
     tenants.register,
+    ui.register,
 )
 
 

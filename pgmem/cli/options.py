@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
+from pgmem import shown
 from pgmem.errors import InvalidInputError, ScopeError
 from pgmem.results import MemoryRecord, SearchHit, jsonable
 
@@ -89,36 +89,18 @@ def json_arg(value: str | None, what: str, error: type[InvalidInputError]) -> An
 
 def print_json(value: Any) -> None:
     """Print ``value`` as indented JSON, whose strings hold no character a terminal would act
-    on: JSON escapes the C0 controls itself; the others of ``_UNSHOWN`` (DEL, the C1 controls
-    such as the 8-bit CSI U+009B, the bidirectional controls such as U+202E) are written as
-    ``\\uXXXX`` escapes too. The JSON still reads back as the exact values."""
-    text = json.dumps(jsonable(value), indent=2, ensure_ascii=False)
-    print(_UNSHOWN_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text))
-
-
-# What a stored text may hold that a terminal would act on instead of showing: C0 and C1
-# control characters (ESC starts escape sequences, 0x9b is an 8-bit CSI), the line and
-# paragraph separators, and the bidirectional controls that reorder what is shown.
-_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-                      "\u202a-\u202e\u2066-\u2069]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-#: Those that JSON leaves as they are (it escapes U+0000-U+001F itself).
-_UNSHOWN_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-                              "\u202a-\u202e\u2066-\u2069]")
+    on: JSON escapes the C0 controls itself; the others of :data:`pgmem.shown.UNSHOWN` (DEL,
+    the C1 controls such as the 8-bit CSI U+009B, the bidirectional controls such as U+202E)
+    are written as ``\\uXXXX`` escapes too. The JSON still reads back as the exact values."""
+    print(shown.json_printable(json.dumps(jsonable(value), indent=2, ensure_ascii=False)))
 
 
 def printable(text: str) -> str:
-    """``text`` safe to print to a terminal: each control character (see ``_UNSHOWN``) written
-    as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``). For the human output of stored
-    texts and ids; ``--json`` prints them exactly."""
-
-    def escaped(match: re.Match[str]) -> str:
-        char = match.group()
-        if char in _NAMED:
-            return _NAMED[char]
-        return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
-
-    return _UNSHOWN.sub(escaped, text)
+    """``text`` safe to print to a terminal: each control character (see
+    :data:`pgmem.shown.UNSHOWN`) written as its Python escape (``\\x1b``, ``\\n``,
+    ``\\u202e``). For the human output of stored texts and ids; ``--json`` prints them
+    exactly."""
+    return shown.printable(text)
 
 
 def clip(text: str, used: int) -> str:

@@ -14,7 +14,7 @@ import pgmem.queries
 from pgmem.queries import NO_FILTER, Queries, named_blocks, sql_blocks
 
 #: The files of named blocks (schema.sql is the readable schema, applied whole by the tests).
-SQL_FILES = ("queries.sql", "langgraph.sql", "reembed.sql", "catalog.sql", "mem0.sql",
+SQL_FILES = ("queries.sql", "langgraph.sql", "reembed.sql", "catalog.sql", "mem0.sql", "ui.sql",
              "tenant_roles.sql")
 PACKAGE = Path(__file__).parents[2] / "pgmem"
 
