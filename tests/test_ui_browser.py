@@ -284,6 +284,29 @@ def test_an_edit_is_confirmed_then_written(memory: pgmem.Memory, browser: Browse
             memory.get(added.id)
 
 
+def test_a_scope_is_deleted_only_after_confirming(
+    memory: pgmem.Memory, browser: Browser
+) -> None:
+    for i in range(3):
+        memory.add(f"Bo keeps bees, hive {i}.", user_id="bo")
+    kept = memory.add("Cy keeps goats.", user_id="cy")
+    with serving(ui.app(memory, token=TOKEN)) as base:
+        page, _ = open_page(browser, base)
+        page.goto(f"{base}/scope?kind=user&id=bo")
+        assert page.locator("a.danger").count() == 0  # read-only: no delete link
+        assert page.goto(f"{base}/scope/delete?kind=user&id=bo").status == 404
+    with serving(ui.app(memory, token=TOKEN, write=True)) as base:
+        page, _ = open_page(browser, base)
+        page.goto(f"{base}/scope?kind=user&id=bo")
+        page.click("text=Delete this scope")
+        assert "3 memories" in page.locator("main").inner_text()
+        assert len(memory.get_all(user_id="bo")) == 3  # not before confirming
+        page.click("#confirm")
+        assert page.locator("#deleted-count").inner_text().startswith("3 memories")
+        assert len(memory.get_all(user_id="bo")) == 0
+        assert memory.get(kept.id).text == "Cy keeps goats."  # another scope is untouched
+
+
 def test_refusals(memory: pgmem.Memory) -> None:
     added = memory.add("Ana likes green tea.", user_id="ana")
     with serving(ui.app(memory, token=TOKEN, write=True)) as base, \
