@@ -299,8 +299,8 @@ def _weights() -> list[Scoring]:
     return _weight_grid(scoring.DEFAULT)
 
 
-@variants("weights-seed")
-def _weights_seed() -> list[Scoring]:
+@variants("weights-mem0")
+def _weights_mem0() -> list[Scoring]:
     return _weight_grid(scoring.MEM0)
 
 
