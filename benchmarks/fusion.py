@@ -331,12 +331,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit", default=",".join(DEFAULT_FIT),
                         help="conversations to choose on (default: %(default)s)")
     parser.add_argument("--variants", default="base", help=", ".join(VARIANTS))
-    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
-                        help="the dev file the signals came from: its order is the storage "
-                        "order the neighbour step follows (default: %(default)s)")
+    # the data the signals came from: its order is the storage order the neighbour step follows
+    dialogues.data_arguments(parser)
     args = parser.parse_args(argv)
     data: dict[str, TaskSignals] = load(args.signals)
-    raw = dialogues.load_conversations(args.data)
+    raw = dialogues.load_conversations(args.data, args.conversations)
     fit = [c for c in args.fit.split(",") if c]
     profiles = [p for family in args.variants.split(",") for p in VARIANTS[family]()]
     for task, signals in data.items():

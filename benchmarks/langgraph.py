@@ -142,8 +142,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="PgmemStore beside LangGraph's PostgresStore on LoCoMo dev turns.",
     )
     corpus.run_arguments(parser)
-    parser.add_argument("--conversations", type=int, metavar="N",
-                        help="only the first N conversations")
     parser.add_argument("--one-by-one", type=int, default=300, metavar="N",
                         help="items put one call each (default: %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch databases")
@@ -154,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the comparison; print its table and write the ``langgraph`` section of the docs."""
     args = parse_args(argv)
     dsn, embedder, analyzer = corpus.start(args)
-    raw = dialogues.load_conversations(args.data)[: args.conversations]
+    raw = dialogues.load_conversations(args.data, args.conversations)
     conversations = dialogues.task_conversations(raw, "turns")
     pid = os.getpid()
     index = {"dims": 384, "fields": ["text"]}

@@ -472,8 +472,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenario", choices=("batch", "user"), default="batch",
                         help="batch: the phases 1-4 (default); user: the library as a user "
                         "meets it (defaults, one add per turn, limit 20 right after)")
-    parser.add_argument("--conversations", type=int, metavar="N",
-                        help="only the first N conversations")
     parser.add_argument("--memories", type=int, metavar="N",
                         help="only the first N turns of each conversation, and the questions "
                         "whose evidence is all among them")
@@ -494,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     corpus.limit_torch_threads(args.torch_threads)
     dsn = server_dsn(args.dsn)
-    raw = dialogues.load_conversations(args.data)[: args.conversations]
+    raw = dialogues.load_conversations(args.data, args.conversations)
     conversations = [head(c, args.memories) for c in dialogues.task_conversations(raw, "turns")]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     embedders = {f"pgmem-{b}" if len(backends) > 1 else "pgmem": pgmem.embedding.make_embedder(b)

@@ -29,19 +29,22 @@ Performance of pgmem on one machine. Each part is one command that prints its ta
 rewrites its own section of this file (text outside the `BEGIN`/`END` markers is kept):
 
 ```
-python -m benchmarks.corpus prepare        # once: embed and analyse the 100,000-row corpus (cached)
-python -m benchmarks.latency               # search latency at 10k and 100k memories vs bare pgvector
+python -m benchmarks.corpus --conversations dev prepare        # once: embed and analyse the 100,000-row corpus (cached)
+python -m benchmarks.latency --conversations dev               # search latency at 10k and 100k memories vs bare pgvector
                                            #   (--torch-threads 0: torch's threads; --embedder onnx)
-python -m benchmarks.scale                 # SQL time per leg at 10k, 100k and 1M memories
-python -m benchmarks.ingestion             # add / add_many rate and the database's share
-python -m benchmarks.concurrency           # 1, 4 and 16 threads sharing one Memory
-python -m benchmarks.peers                 # pgmem beside Mem0 OSS (pip install 'pgmem[peers]')
-python -m benchmarks.embedders             # the embedder on torch, ONNX Runtime and int8 ONNX
+python -m benchmarks.scale --conversations dev                 # SQL time per leg at 10k, 100k and 1M memories
+python -m benchmarks.ingestion --conversations dev             # add / add_many rate and the database's share
+python -m benchmarks.concurrency --conversations dev           # 1, 4 and 16 threads sharing one Memory
+python -m benchmarks.peers --conversations dev                 # pgmem beside Mem0 OSS (pip install 'pgmem[peers]')
+python -m benchmarks.embedders --conversations dev             # the embedder on torch, ONNX Runtime and int8 ONNX
 ```
 
 They need a PostgreSQL server with pgvector where databases may be created (`--dsn`, else
-`PGMEM_BENCH_DSN`, else `PGMEM_TEST_DSN`), the LoCoMo dev file (`../shared/data/locomo_dev.json`,
-read in place, never copied), and the models (all-MiniLM-L6-v2, a spaCy English model).
+`PGMEM_BENCH_DSN`, else `PGMEM_TEST_DSN`), the models (all-MiniLM-L6-v2, a spaCy English
+model) and LoCoMo's conversations: download `data/locomo10.json` from its repository,
+<https://github.com/snap-research/LoCoMo> (CC BY-NC 4.0), and set `PGMEM_LOCOMO` to the file or
+pass `--data PATH`; it is read as published. The figures here are on its first five
+conversations, `--conversations dev`.
 
 The machine is shared (2 cores, other work running), so every figure that matters is a **ratio
 against a baseline measured in the same run, on the same table**, and every time is a **median**
@@ -52,7 +55,7 @@ that it returns the same rows), e.g. the statement before the changes of the fin
 `git show d8ae5ca:sql/queries.sql > /tmp/search_d8ae5ca.sql`.
 
 Retrieval quality (recall, nDCG, MRR on LoCoMo) is a separate command,
-`python -m benchmarks.retrieval` (see the README).
+`python -m benchmarks.retrieval --conversations dev` (see the README).
 """
 
 

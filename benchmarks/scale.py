@@ -136,8 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     server, embedder, analyzer = corpus.start(args)
-    raw = dialogues.load_conversations(args.data)
-    cache = corpus.Cache(args.data, embedder, analyzer)
+    raw = dialogues.load_conversations(args.data, args.conversations)
+    cache = corpus.Cache(args.data, embedder, analyzer, raw)
     data = corpus.corpus(raw, min(max(sizes), args.real_rows), cache)
     results = []
     for n in sizes:
