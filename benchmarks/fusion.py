@@ -6,7 +6,8 @@
 For each question the legs of an ordinary search (``limit=20``: each leg's best
 ``scoring.internal_limit(20)`` candidates) are rebuilt from the saved rows of the whole scope,
 joined, for profiles with neighbour weights, by the neighbours (up to the profile's window) the
-search statement's neighbour step would add (storage order: the dev file's, ``--data``), fused with each
+search statement's neighbour step would add (storage order: the dev file's, ``--data``), fused with
+each
 :class:`pgmem.scoring.Scoring` variant by :func:`pgmem.scoring.fuse` itself, and scored as
 :mod:`benchmarks.retrieval` scores them. Variants are chosen on the ``--fit``
 conversations and reported on the others too (``check``), so that a choice fitted to some

@@ -2,7 +2,8 @@
 
     python -m benchmarks.ingest [--data PATH] [--dsn DSN] [--batch-size N] [--limit N]
 
-Every dialogue turn of LoCoMo (``--data``, ``--conversations``: benchmarks.dialogues) becomes a memory with
+Every dialogue turn of LoCoMo (``--data``, ``--conversations``: benchmarks.dialogues) becomes a
+memory with
 the text ``"{speaker}: {text}"``, ``user_id`` = the conversation id and ``{"dia_id": ...}`` as
 metadata. The run creates two databases on the server given by ``--dsn`` (else
 ``PGMEM_BENCH_DSN``, else ``PGMEM_TEST_DSN``), stores the turns into one with ``add`` and into

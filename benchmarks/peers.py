@@ -221,7 +221,8 @@ class Mem0(Side):
                 "model": model_path, "embedding_dims": 384, "model_kwargs": {"device": "cpu"},
             }},
             # Never called with infer=False; a dummy key, so that nothing could authenticate.
-            "llm": {"provider": "openai", "config": {"api_key": "sk-unused", "model": "gpt-4o-mini"}},
+            "llm": {"provider": "openai",
+                    "config": {"api_key": "sk-unused", "model": "gpt-4o-mini"}},
             "history_db_path": str(history),
         }
         self.memory = offline_mem0().from_config(config)
@@ -507,7 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         pgmem.migrate(ours)
         temp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="peers-")))
         user = args.scenario == "user"
-        make: dict[str, Callable[[], Side]] = {"pgmem": functools.partial(Pgmem, ours)} if user else {
+        make: dict[str, Callable[[], Side]]
+        make = {"pgmem": functools.partial(Pgmem, ours)} if user else {
             # spaCy as Memory would run it beside this embedder (pgmem.nlp_process)
             name: functools.partial(
                 Pgmem, ours, embedder, make_analyzer(apart=embeds_beside_analysis(embedder)), name

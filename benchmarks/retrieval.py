@@ -176,7 +176,8 @@ def load_task(memory: pgmem.Memory, conversations: Sequence[dialogues.Conversati
     for conversation in conversations:
         progress(f"  {conversation.id}: adding {len(conversation.memories)} memories")
         memory.add_many(
-            [{"text": m.text, "metadata": {"dia_ids": list(m.dia_ids)}} for m in conversation.memories],
+            [{"text": m.text, "metadata": {"dia_ids": list(m.dia_ids)}}
+             for m in conversation.memories],
             user_id=conversation.id,
             dedupe=False,
         )

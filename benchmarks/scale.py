@@ -9,7 +9,8 @@ vectors (``corpus.synthetic_rows``). Each query (LoCoMo questions, ``limit=20``)
 as ``Memory.search`` plans it; after a warm-up pass, each of these statements runs over all
 the queries in a pass of its own (so that it always follows a statement on another scope), the
 passes in one order and then in the reverse order, each statement in a transaction after the
-search's ``SET LOCAL`` (its generic plan, no JIT, iterative HNSW scans, ``ef_search`` = 40), prepared as
+search's ``SET LOCAL`` (its generic plan, no JIT, iterative HNSW scans, ``ef_search`` = 40),
+prepared as
 the search is:
 
 - the bare pgvector top-20 of the scope (the baseline);

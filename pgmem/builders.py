@@ -351,7 +351,8 @@ def insert_params(
 ) -> dict[str, Any]:
     """Parameters of ``lock_contents`` and ``insert_memories`` for one batch; ``vectors`` as
     the texts of the items that bring no embedding, then
-    ``entities.surfaces`` (as :func:`pgmem.embedding.cached_embeddings` returns them). Where PostgreSQL makes the lexemes of
+    ``entities.surfaces`` (as :func:`pgmem.embedding.cached_embeddings` returns them). Where
+    PostgreSQL makes the lexemes of
     ``text_search``, the statement makes them (the items' ``lexemes`` are None)."""
     n = sum(item.embedding is None for item in items)
     postgres = text_search.by_postgres

@@ -529,7 +529,8 @@ def checked_embeddings(
     try:
         vectors = np.asarray(output, dtype=np.float32)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise EmbeddingError(f"the embedder returned something that is not a matrix: {exc}") from exc
+        raise EmbeddingError(
+            f"the embedder returned something that is not a matrix: {exc}") from exc
     if vectors.ndim != 2 or vectors.shape[0] != len(texts):
         raise EmbeddingError(
             f"the embedder returned shape {vectors.shape} for {len(texts)} texts"

@@ -98,7 +98,8 @@ Anything else raises :class:`~pgmem.errors.FilterError` naming where in the filt
 is, the key, the operator and the offending value's type: a filter that is not a mapping, an
 empty operator mapping, an empty ``AND``/``OR`` list, an unknown operator, a value of the wrong
 type, a non-finite float, an int too long to write as text, a string containing a NUL byte or a
-lone surrogate, a list that is empty or longer than 1000 items, or an invalid key; nesting deeper than 32
+lone surrogate, a list that is empty or longer than 1000 items, or an invalid key; nesting deeper
+than 32
 levels is a :class:`~pgmem.errors.FilterLimitError`.
 """
 

@@ -270,7 +270,8 @@ def stored_model(
     ).scalar() is None:
         return None
     row = connection.execute(
-        text(f'SELECT model, dim, storage FROM "{schema}".embedding_models WHERE role = \'current\'')
+        text(f'SELECT model, dim, storage FROM "{schema}".embedding_models'
+             " WHERE role = 'current'")
     ).one()
     return row[0], int(row[1]), str(row[2])
 

@@ -56,7 +56,8 @@ class Limits:
     naming the field. The defaults keep every call fast and every stored row readable.
 
     ``max_text_length`` (characters of a memory's text; at most ``MAX_TEXT_LENGTH_CEILING``) and
-    ``max_query_length`` (of a search query; None: ``max_text_length``); ``max_metadata_bytes`` (as JSON, UTF-8) and
+    ``max_query_length`` (of a search query; None: ``max_text_length``); ``max_metadata_bytes`` (as
+    JSON, UTF-8) and
     ``max_metadata_depth`` (nesting of objects and arrays, the metadata object itself being 1);
     ``max_filter_conditions`` (operators applied to keys, each ``in`` / ``nin`` item counted),
     ``max_filter_parameters`` (values bound to the statement; libpq refuses over 65,535) and
@@ -477,7 +478,8 @@ def embedding(value: object) -> npt.NDArray[np.float32] | None:
     try:
         vector = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError, OverflowError):
-        raise InvalidInputError(f"embedding must be a list of numbers, got {shown(value)}") from None
+        raise InvalidInputError(
+            f"embedding must be a list of numbers, got {shown(value)}") from None
     if vector.ndim != 1 or not vector.size:
         raise InvalidInputError(f"embedding must be a flat, non-empty vector, got {vector.shape}")
     if not np.isfinite(vector).all() or not np.any(vector):

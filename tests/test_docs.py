@@ -92,7 +92,8 @@ def test_every_documented_command_line_exists() -> None:
         if not page.exists() or page.name == "cli.md":
             continue
         for command in _command_lines(page.read_text(encoding="utf-8")):
-            problems += [f"{page.relative_to(ROOT)}: {p}" for p in _problems(command, known, takes_value)]
+            problems += [f"{page.relative_to(ROOT)}: {p}"
+                         for p in _problems(command, known, takes_value)]
     assert problems == []
 
 

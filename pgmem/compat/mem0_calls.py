@@ -622,7 +622,8 @@ def _messages(messages: object) -> list[dict[str, Any]]:
     else:
         raise ValidationError(
             "messages must be str, dict, or list[dict]", "VALIDATION_003",
-            {"provided_type": type(messages).__name__, "valid_types": ["str", "dict", "list[dict]"]},
+            {"provided_type": type(messages).__name__,
+             "valid_types": ["str", "dict", "list[dict]"]},
             "Convert your input to a string, dictionary, or list of dictionaries.",
         )
     kept = []

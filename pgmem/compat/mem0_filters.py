@@ -91,7 +91,8 @@ def mem0_filters(
     run_id: object = None,
 ) -> tuple[dict[str, ScopeId], Filter]:
     """Split Mem0's ``filters`` into the scope (its ``user_id`` / ``agent_id`` / ``run_id``,
-    where ``"*"`` is any value, with the keyword ids, which are literal names) and a :mod:`pgmem.filters` metadata filter that
+    where ``"*"`` is any value, with the keyword ids, which are literal names) and a
+    :mod:`pgmem.filters` metadata filter that
     matches the memories Mem0's matches: ``{"key": "*"}`` is "has the key", ``{"key": [..]}``
     is ``in``, ``NOT: [a, b]`` is "neither a nor b", and a condition on a key a memory lacks
     leaves it out, even under ``ne``, ``nin`` or ``NOT``.

@@ -111,7 +111,8 @@ def test_ndcg_gives_binary_gain_to_a_memory_covering_several_ids() -> None:
 
 def test_reciprocal_rank_of_the_first_relevant_memory() -> None:
     assert reciprocal_rank([("D1:2",)], EVIDENCE) == 1.0
-    assert reciprocal_rank([("D9:9",), ("D8:8",), ("D1:1",), ("D1:2",)], EVIDENCE) == pytest.approx(1 / 3)
+    ranking = [("D9:9",), ("D8:8",), ("D1:1",), ("D1:2",)]
+    assert reciprocal_rank(ranking, EVIDENCE) == pytest.approx(1 / 3)
 
 
 def test_reciprocal_rank_is_zero_past_the_depth_or_without_a_hit() -> None:

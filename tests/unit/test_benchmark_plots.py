@@ -66,4 +66,5 @@ def test_a_figure_without_its_json_is_left_as_it_was(
     written = plots.write_plots(tmp_path, tmp_path)
     assert [p.name for p in written] == ["recall.svg"]
     assert kept.read_text(encoding="utf-8") == "<svg/>"
-    assert "peers.svg: left as it was, no peers-user.json, langgraph.json" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "peers.svg: left as it was, no peers-user.json, langgraph.json" in said

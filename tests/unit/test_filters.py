@@ -286,7 +286,8 @@ def test_text_contains_reads_the_json_text(op: str, lower: bool) -> None:
         stored, arg = f"lower({stored})", f"lower({arg})"
     assert text == f"coalesce(strpos({stored}, {arg}) > 0, FALSE)"
     assert params == {"f0": ["tags"], "f1": "Ital"}
-    assert error({"tags": {op: 5}}).endswith(f"operator {op!r} on key 'tags' expects a str, got int")
+    assert error({"tags": {op: 5}}).endswith(
+        f"operator {op!r} on key 'tags' expects a str, got int")
 
 
 @pytest.mark.parametrize(("value", "test"), [(True, "IS NOT NULL"), (False, "IS NULL")])
