@@ -337,8 +337,8 @@ class OnnxEmbedder:
     @property
     def overlaps_analysis(self) -> bool:
         """Whether a query's embedding runs beside spaCy's analysis of it: unless the runtime's
-        threads spin (at 10,000 memories, without spinning, a search took 2.56x (embedding +
-        bare top-k) overlapped and 3.18x one after the other)."""
+        threads spin (without spinning, overlapping is the faster; docs/benchmarks.md, "Figures
+        behind the code's choices")."""
         return not self.spinning
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
