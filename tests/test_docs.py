@@ -186,3 +186,9 @@ def test_the_benchmark_check_reads_the_real_parser(monkeypatch: pytest.MonkeyPat
     assert "--conversations" in options and "--no-such-flag" not in options
     assert _benchmark_commands("run `python -m benchmarks.latency --sizes 10` then") == [
         "python -m benchmarks.latency --sizes 10"]
+
+
+def test_the_schema_page_describes_every_migration() -> None:
+    revisions = {path.name[:4] for path in (ROOT / "migrations" / "versions").glob("[0-9]*.py")}
+    text = (ROOT / "docs" / "schema.md").read_text(encoding="utf-8")
+    assert {r for r in revisions if f"`{r}`" not in text} == set()
