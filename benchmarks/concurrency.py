@@ -157,8 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.threads.split(",")]
     server, embedder, analyzer = corpus.start(args)
-    raw = dialogues.load_conversations(args.data)
-    data = corpus.corpus(raw, args.rows, corpus.Cache(args.data, embedder, analyzer))
+    raw = dialogues.load_conversations(args.data, args.conversations)
+    data = corpus.corpus(raw, args.rows, corpus.Cache(args.data, embedder, analyzer, raw))
     queries = corpus.queries(raw, args.rows // corpus.ROWS_PER_USER, args.queries)
     texts = [item.text for pool in corpus.pools(raw) for item in pool]
     embedder.embed(["warm up"])

@@ -87,8 +87,7 @@ def limit_torch_threads(n: int) -> None:
 
 def run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every benchmark that writes docs/benchmarks.md takes."""
-    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
-                        help="LoCoMo's locomo10.json, or the dev file (benchmarks.dialogues)")
+    dialogues.data_arguments(parser)
     parser.add_argument("--dsn", help="a server where databases may be created")
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/benchmarks.md")
@@ -203,11 +202,14 @@ class Cache:
     """Embeddings and analyses of the corpus rows, computed once (see the module docstring)."""
 
     def __init__(
-        self, data: Path, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+        self, data: Path, embedder: pgmem.SentenceTransformerEmbedder,
+        analyzer: pgmem.TextAnalyzer, raw: Sequence[dialogues.RawConversation] = (),
     ) -> None:
         self.embedder, self.analyzer = embedder, analyzer
         digest = hashlib.sha256()
         digest.update(data.read_bytes())
+        if raw:  # and the conversations chosen from it
+            digest.update(",".join(c["id"] for c in raw).encode())
         for part in (Path(embedder.model_name).name, analyzer.model_name, SCHEME):
             digest.update(part.encode())
         self.dir = CACHE_ROOT / digest.hexdigest()[:16]
@@ -507,14 +509,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, help="rows (prepare: 100000, check: 3000)")
     parser.add_argument("--part", choices=("vectors", "analyses", "all"), default="all",
                         help="prepare only this part of the cache")
-    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
-                        help="LoCoMo's locomo10.json, or the dev file (benchmarks.dialogues)")
+    dialogues.data_arguments(parser)
     parser.add_argument("--dsn", help="check: the server for two scratch databases")
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N")
     args = parser.parse_args(argv)
     limit_torch_threads(args.torch_threads)
-    raw = dialogues.load_conversations(args.data)
-    cache = Cache(args.data, pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer())
+    raw = dialogues.load_conversations(args.data, args.conversations)
+    cache = Cache(args.data, pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer(), raw)
     if args.command == "prepare":
         rows = corpus_rows(raw, args.rows or 100_000)
         if args.part in ("analyses", "all"):

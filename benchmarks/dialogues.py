@@ -2,11 +2,12 @@
 
 The data: LoCoMo ("Evaluating Very Long-Term Conversational Memory of LLM Agents", ACL 2024,
 CC BY-NC 4.0), the file ``data/locomo10.json`` of its public repository (snap-research/LoCoMo),
-read as published; download it and pass ``--data PATH`` or set ``PGMEM_LOCOMO``. A file of the
-same conversations in pgmem's development shape (``{"conversations": [{"id", "speakers",
-"turns", "observations", "questions"}]}``) reads the same; without either, the benchmarks look
-for ``../shared/data/locomo_dev.json`` beside the repository. Each conversation gives, per task,
-the memories to store and the questions to ask:
+read as published: download it and pass ``--data PATH`` or set ``PGMEM_LOCOMO``. A file of the
+same conversations in the development shape (``{"conversations": [{"id", "speakers", "turns",
+"observations", "questions"}]}``) reads the same. ``--conversations`` chooses among them: all
+(the default), ``dev`` (the five that docs/ was measured on, :data:`DEV_CONVERSATIONS`), the
+first N, or a comma-separated list of ids. Each conversation gives, per task, the memories to
+store and the questions to ask:
 
 - ``turns``: one memory per dialogue turn, ``"{speaker}: {text}"`` plus
   ``" [shares a photo of {image_caption}]"`` when the turn has a caption;
@@ -18,6 +19,7 @@ evidence. Evidence strings may hold several ids separated by ``;`` or whitespace
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -63,27 +65,57 @@ class Conversation:
     questions: tuple[Question, ...]
 
 
-#: Where the benchmarks read LoCoMo from when no ``--data`` is given.
-DEFAULT_DATA = Path(
-    os.environ.get("PGMEM_LOCOMO")
-    or Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo_dev.json"
+#: Where the benchmarks read LoCoMo from when no ``--data`` is given: ``$PGMEM_LOCOMO``.
+DEFAULT_DATA: Path | None = (
+    Path(os.environ["PGMEM_LOCOMO"]) if os.environ.get("PGMEM_LOCOMO") else None
 )
 
+#: The five conversations the figures in docs/ were measured on (``--conversations dev``); the
+#: scoring was tuned on the first three of them.
+DEV_CONVERSATIONS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 
-def load_conversations(path: Path) -> list[RawConversation]:
-    """The conversations of a LoCoMo file: ``locomo10.json`` as published, or the development
-    shape. A missing file is a SystemExit that says where to get it."""
-    if not path.is_file():
+
+def data_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--data`` and ``--conversations``, as every benchmark on LoCoMo takes them."""
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, metavar="PATH",
+                        help="LoCoMo's data/locomo10.json (default: $PGMEM_LOCOMO)")
+    parser.add_argument("--conversations", metavar="WHICH",
+                        help="all (default), dev (the five docs/ was measured on), the first N, "
+                        "or comma-separated ids")
+
+
+def load_conversations(path: Path | None, which: str | None = None) -> list[RawConversation]:
+    """The conversations of a LoCoMo file (``locomo10.json`` as published, or the development
+    shape) that ``which`` chooses (see the module's docstring). A missing file is a SystemExit
+    that says where to get it."""
+    if path is None or not path.is_file():
         raise SystemExit(
-            f"no LoCoMo data at {path}: download data/locomo10.json from LoCoMo's repository "
-            "(github.com/snap-research/LoCoMo) and pass --data PATH or set PGMEM_LOCOMO"
+            f"no LoCoMo data{f' at {path}' if path else ''}: download data/locomo10.json from "
+            "LoCoMo's repository (https://github.com/snap-research/LoCoMo) and pass --data PATH "
+            "or set PGMEM_LOCOMO"
         )
     with path.open(encoding="utf-8") as f:
         data = json.load(f)
     if isinstance(data, list):  # locomo10.json: a list of samples
-        return [from_locomo_sample(sample) for sample in data]
+        return choose([from_locomo_sample(sample) for sample in data], which)
     conversations: list[RawConversation] = data["conversations"]
-    return conversations
+    return choose(conversations, which)
+
+
+def choose(raw: Sequence[RawConversation], which: str | None) -> list[RawConversation]:
+    """The conversations of ``raw`` that ``which`` names: None or ``all``, ``dev``, a number N
+    (the first N) or comma-separated ids, in the order ``which`` gives them."""
+    if which is None or which == "all":
+        return list(raw)
+    if which.isdigit():
+        return list(raw[: int(which)])
+    wanted = DEV_CONVERSATIONS if which == "dev" else tuple(i for i in which.split(",") if i)
+    by_id = {c["id"]: c for c in raw}
+    missing = [i for i in wanted if i not in by_id]
+    if missing:
+        raise SystemExit(f"--conversations {which}: the data has no {', '.join(missing)} "
+                         f"(it has {', '.join(by_id)})")
+    return [by_id[i] for i in wanted]
 
 
 def from_locomo_sample(sample: Mapping[str, Any]) -> RawConversation:

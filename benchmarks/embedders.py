@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--documents", type=int, default=1000)
     args = parser.parse_args(argv)
-    raw = dialogues.load_conversations(args.data)
+    raw = dialogues.load_conversations(args.data, args.conversations)
     conversations = dialogues.task_conversations(raw, "turns")
     documents = [m.text for c in conversations for m in c.memories][: args.documents]
     queries = [q.text for c in conversations for q in c.questions][: args.queries]

@@ -6,7 +6,8 @@
 For each question the legs of an ordinary search (``limit=20``: each leg's best
 ``scoring.internal_limit(20)`` candidates) are rebuilt from the saved rows of the whole scope,
 joined, for profiles with neighbour weights, by the neighbours (up to the profile's window) the
-search statement's neighbour step would add (storage order: the dev file's, ``--data``), fused with each
+search statement's neighbour step would add (storage order: the dev file's, ``--data``), fused with
+each
 :class:`pgmem.scoring.Scoring` variant by :func:`pgmem.scoring.fuse` itself, and scored as
 :mod:`benchmarks.retrieval` scores them. Variants are chosen on the ``--fit``
 conversations and reported on the others too (``check``), so that a choice fitted to some
@@ -299,8 +300,8 @@ def _weights() -> list[Scoring]:
     return _weight_grid(scoring.DEFAULT)
 
 
-@variants("weights-seed")
-def _weights_seed() -> list[Scoring]:
+@variants("weights-mem0")
+def _weights_mem0() -> list[Scoring]:
     return _weight_grid(scoring.MEM0)
 
 
@@ -331,12 +332,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit", default=",".join(DEFAULT_FIT),
                         help="conversations to choose on (default: %(default)s)")
     parser.add_argument("--variants", default="base", help=", ".join(VARIANTS))
-    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
-                        help="the dev file the signals came from: its order is the storage "
-                        "order the neighbour step follows (default: %(default)s)")
+    # the data the signals came from: its order is the storage order the neighbour step follows
+    dialogues.data_arguments(parser)
     args = parser.parse_args(argv)
     data: dict[str, TaskSignals] = load(args.signals)
-    raw = dialogues.load_conversations(args.data)
+    raw = dialogues.load_conversations(args.data, args.conversations)
     fit = [c for c in args.fit.split(",") if c]
     profiles = [p for family in args.variants.split(",") for p in VARIANTS[family]()]
     for task, signals in data.items():

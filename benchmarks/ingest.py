@@ -2,7 +2,8 @@
 
     python -m benchmarks.ingest [--data PATH] [--dsn DSN] [--batch-size N] [--limit N]
 
-Every dialogue turn of the dev data (``../shared/data/locomo_dev.json``) becomes a memory with
+Every dialogue turn of LoCoMo (``--data``, ``--conversations``: benchmarks.dialogues) becomes a
+memory with
 the text ``"{speaker}: {text}"``, ``user_id`` = the conversation id and ``{"dia_id": ...}`` as
 metadata. The run creates two databases on the server given by ``--dsn`` (else
 ``PGMEM_BENCH_DSN``, else ``PGMEM_TEST_DSN``), stores the turns into one with ``add`` and into
@@ -45,7 +46,9 @@ SELECT m.user_id, m.text, m.content_hash, m.lexemes::text, m.lexeme_count, m.met
 ENTITY_ROWS = "SELECT name, label FROM pgmem.entities ORDER BY name"
 
 
-def turn_items(path: Path, limit: int | None) -> list[dict[str, Any]]:
+def turn_items(
+    path: Path | None, limit: int | None, which: str | None = None
+) -> list[dict[str, Any]]:
     """The turns of every conversation as ``add_many`` items, in conversation order."""
     items = [
         {
@@ -53,7 +56,7 @@ def turn_items(path: Path, limit: int | None) -> list[dict[str, Any]]:
             "user_id": conversation["id"],
             "metadata": {"dia_id": turn["dia_id"]},
         }
-        for conversation in dialogues.load_conversations(path)
+        for conversation in dialogues.load_conversations(path, which)
         for turn in conversation["turns"]
     ]
     return items[:limit] if limit else items
@@ -84,14 +87,13 @@ def stored_rows(dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
-                        help="LoCoMo's locomo10.json, or the dev file (benchmarks.dialogues)")
+    dialogues.data_arguments(parser)
     parser.add_argument("--dsn", help="a server where databases may be created")
     parser.add_argument("--batch-size", type=int, default=64, help="add_many's batch size")
     parser.add_argument("--limit", type=int, help="store only the first N turns")
     args = parser.parse_args(argv)
     dsn = server_dsn(args.dsn)
-    items = turn_items(args.data, args.limit)
+    items = turn_items(args.data, args.limit, args.conversations)
     embedder = pgmem.SentenceTransformerEmbedder()
     analyzer = make_analyzer(apart=embeds_beside_analysis(embedder))  # as Memory would
     embedder.embed(["warm up the model"])

@@ -120,11 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     bases = [int(b) for b in args.base_rows.split(",")]
     server, embedder, analyzer = corpus.start(args)
-    items = turn_items(args.data, args.limit)
+    items = turn_items(args.data, args.limit, args.conversations)
     data = None
     if max(bases) > 0:
-        raw = dialogues.load_conversations(args.data)
-        data = corpus.corpus(raw, max(bases), corpus.Cache(args.data, embedder, analyzer))
+        raw = dialogues.load_conversations(args.data, args.conversations)
+        data = corpus.corpus(raw, max(bases), corpus.Cache(args.data, embedder, analyzer, raw))
     embedder.embed(["warm up"])
     analyzer.analyze("warm up")
     results = []

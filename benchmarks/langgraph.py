@@ -2,6 +2,7 @@
 
     python -m benchmarks.langgraph [--conversations N] [--one-by-one N] [--data PATH]
                                    [--dsn DSN] [--torch-threads 1] [--no-doc] [--keep]
+                                   [--json PATH]
 
 Both stores run on the same server, each in its own scratch database (``PostgresStore`` set up
 by its ``setup()``, pgmem's schema by ``pgmem.migrate``), with the same all-MiniLM-L6-v2
@@ -28,11 +29,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langgraph.store.base import BaseStore, PutOp
@@ -135,6 +138,21 @@ def markdown_table(results: dict[str, StoreResult], n_questions: int, n_items: i
             f"PgmemStore's).\n\n{report.table(head, rows)}")
 
 
+def as_json(results: dict[str, StoreResult], n_questions: int, n_items: int) -> dict[str, Any]:
+    """Each store's figures (seconds, items per second), for ``--json`` and the figures of
+    ``python -m benchmarks.report --plots``."""
+    stores = {}
+    for name, r in results.items():
+        scores = mean_scores(r.scores)
+        stores[name] = {
+            "recall_10": scores.recall_10, "ndcg_10": scores.ndcg_10,
+            "search_p50": report.p50(r.search_seconds), "search_p95": report.p95(r.search_seconds),
+            "batch_rate": r.put_rate, "add_rate": r.one_by_one_rate,
+        }
+    return {"benchmark": "langgraph", "command": report.command_line(), "items": n_items,
+            "questions": n_questions, "limit": LIMIT, "stores": stores}
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(
@@ -142,11 +160,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="PgmemStore beside LangGraph's PostgresStore on LoCoMo dev turns.",
     )
     corpus.run_arguments(parser)
-    parser.add_argument("--conversations", type=int, metavar="N",
-                        help="only the first N conversations")
     parser.add_argument("--one-by-one", type=int, default=300, metavar="N",
                         help="items put one call each (default: %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch databases")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here")
     return parser.parse_args(argv)
 
 
@@ -154,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the comparison; print its table and write the ``langgraph`` section of the docs."""
     args = parse_args(argv)
     dsn, embedder, analyzer = corpus.start(args)
-    raw = dialogues.load_conversations(args.data)[: args.conversations]
+    raw = dialogues.load_conversations(args.data, args.conversations)
     conversations = dialogues.task_conversations(raw, "turns")
     pid = os.getpid()
     index = {"dims": 384, "fields": ["text"]}
@@ -181,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_items = sum(len(c.memories) for c in conversations)
     body = markdown_table(results, n_questions, n_items)
     print(body, flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(as_json(results, n_questions, n_items), indent=2) + "\n")
     if not args.no_doc:
         report.write_section("langgraph", "## LangGraph: PgmemStore beside PostgresStore\n\n"
                              + report.run_header(report.command_line()) + "\n\n" + body

@@ -1,7 +1,7 @@
 """Search latency at 10,000 and 100,000 memories, beside a bare pgvector top-k query.
 
     python -m benchmarks.latency [--sizes 10000,100000] [--queries 200] [--dsn DSN]
-                                 [--torch-threads 1] [--explain] [--no-doc]
+                                 [--torch-threads 1] [--explain] [--no-doc] [--json PATH]
 
 For each size the run loads the corpus of :mod:`benchmarks.corpus` (100 memories per user,
 cached embeddings) into a scratch database on the server given by ``--dsn`` (else
@@ -42,6 +42,7 @@ leaves torch's default threads (its own section of docs/benchmarks.md).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -455,6 +456,24 @@ def readable(plan: str) -> str:
     return re.sub(r"'\[[-0-9.,e]+\]'", "'[...]'", plan)
 
 
+def as_json(results: Sequence[SizeResult], embedder: str, torch_threads: int) -> dict[str, Any]:
+    """The run's medians and 95th percentiles by size, in seconds (``--json``; the figures of
+    ``python -m benchmarks.report --plots`` read them)."""
+    return {
+        "benchmark": "latency", "command": report.command_line(), "embedder": embedder,
+        "torch_threads": torch_threads, "limit": LIMIT,
+        "sizes": [
+            {"memories": r.rows,
+             "search_p50": report.p50(r.pieces["total"]),
+             "search_p95": report.p95(r.pieces["total"]),
+             "embedding_p50": report.p50(r.embed_query),
+             "bare_p50": report.p50(r.bare[LIMIT]),
+             "sql_p50": report.p50(r.pieces["sql"])}
+            for r in results
+        ],
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.latency", description=__doc__.split("\n\n")[0])
@@ -471,11 +490,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also time another search statement (a queries.sql of another "
                         "revision, e.g. from `git show d8ae5ca:sql/queries.sql`) and compare "
                         "its rows")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     server, embedder, analyzer = corpus.start(args)
-    raw = dialogues.load_conversations(args.data)
-    cache = corpus.Cache(args.data, embedder, analyzer)
+    raw = dialogues.load_conversations(args.data, args.conversations)
+    cache = corpus.Cache(args.data, embedder, analyzer, raw)
     data = corpus.corpus(raw, max(sizes), cache)
     if args.embedder != "torch":
         embedder = pgmem.embedding.make_embedder(args.embedder)
@@ -498,25 +518,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(end_to_end + "\n")
     print(headline + "\n")
     print(notes(results, args.queries))
+    if args.json:
+        args.json.write_text(json.dumps(
+            as_json(results, args.embedder, args.torch_threads), indent=2) + "\n")
     if not args.no_doc:
         report.write_environment(server, analyzer.model_name, args.torch_threads)
-        body = "\n\n".join([
-            "## Search latency",
-            report.run_header(report.command_line()),
-            __doc__.split("\n\n", 2)[2].strip(),
-            end_to_end,
-            headline,
-            *(breakdown_table(r) for r in results),
-            notes(results, args.queries),
-        ])
+        section, title = "latency", "## Search latency"
+        how = __doc__.split("\n\n", 2)[2].strip()
         if args.embedder != "torch":
-            report.write_section(f"latency-{args.embedder}", body.replace(
-                "## Search latency", f"## Search latency, the {args.embedder} embedder"))
-        else:
-            report.write_section(
-                "latency" if args.torch_threads else "latency-default-threads",
-                body.replace("## Search latency", "## Search latency, torch's default threads")
-                if not args.torch_threads else body)
+            section, title = f"latency-{args.embedder}", f"{title}, the {args.embedder} embedder"
+        elif not args.torch_threads:
+            section, title = "latency-default-threads", f"{title}, torch's default threads"
+        if section != "latency":  # the method is written once, in the first section
+            how = "Measured as [Search latency](#search-latency) is."
+        report.write_section(section, "\n\n".join([
+            title, report.run_header(report.command_line()), how, end_to_end, headline,
+            *(breakdown_table(r) for r in results), notes(results, args.queries),
+        ]))
     return 0
 
 

@@ -221,7 +221,8 @@ class Mem0(Side):
                 "model": model_path, "embedding_dims": 384, "model_kwargs": {"device": "cpu"},
             }},
             # Never called with infer=False; a dummy key, so that nothing could authenticate.
-            "llm": {"provider": "openai", "config": {"api_key": "sk-unused", "model": "gpt-4o-mini"}},
+            "llm": {"provider": "openai",
+                    "config": {"api_key": "sk-unused", "model": "gpt-4o-mini"}},
             "history_db_path": str(history),
         }
         self.memory = offline_mem0().from_config(config)
@@ -472,8 +473,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenario", choices=("batch", "user"), default="batch",
                         help="batch: the phases 1-4 (default); user: the library as a user "
                         "meets it (defaults, one add per turn, limit 20 right after)")
-    parser.add_argument("--conversations", type=int, metavar="N",
-                        help="only the first N conversations")
     parser.add_argument("--memories", type=int, metavar="N",
                         help="only the first N turns of each conversation, and the questions "
                         "whose evidence is all among them")
@@ -494,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     corpus.limit_torch_threads(args.torch_threads)
     dsn = server_dsn(args.dsn)
-    raw = dialogues.load_conversations(args.data)[: args.conversations]
+    raw = dialogues.load_conversations(args.data, args.conversations)
     conversations = [head(c, args.memories) for c in dialogues.task_conversations(raw, "turns")]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     embedders = {f"pgmem-{b}" if len(backends) > 1 else "pgmem": pgmem.embedding.make_embedder(b)
@@ -509,7 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         pgmem.migrate(ours)
         temp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="peers-")))
         user = args.scenario == "user"
-        make: dict[str, Callable[[], Side]] = {"pgmem": functools.partial(Pgmem, ours)} if user else {
+        make: dict[str, Callable[[], Side]]
+        make = {"pgmem": functools.partial(Pgmem, ours)} if user else {
             # spaCy as Memory would run it beside this embedder (pgmem.nlp_process)
             name: functools.partial(
                 Pgmem, ours, embedder, make_analyzer(apart=embeds_beside_analysis(embedder)), name

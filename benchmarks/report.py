@@ -25,34 +25,47 @@ SECTIONS = ("intro", "environment", "peers", "peers-user", "latency", "latency-d
             "latency-onnx", "scale", "ingestion", "concurrency", "onnx")
 INTRO = """# Benchmarks
 
-Performance of pgmem on one machine. Each part is one command that prints its tables and
-rewrites its own section of this file (text outside the `BEGIN`/`END` markers is kept):
+Performance and retrieval quality of pgmem on one machine. Each table below comes with the
+command that made it; a command rewrites its own section of this file (text outside the
+`BEGIN`/`END` markers is kept). Why a search spends its time where it does:
+[architecture.md](architecture.md#where-a-searchs-time-goes).
+
+![Search latency by table size: pgmem's search and its floor](images/search-latency.svg)
+
+![Recall@10 on LoCoMo: pgmem's search, Mem0's scoring and semantic search alone](images/recall.svg)
+
+![pgmem beside Mem0, and PgmemStore beside LangGraph's PostgresStore](images/peers.svg)
+
+`python -m benchmarks.report --plots` draws these figures (`pip install 'pgmem[bench]'`) from the
+JSON the benchmarks write with `--json` into `benchmarks/results/`:
 
 ```
-python -m benchmarks.corpus prepare        # once: embed and analyse the 100,000-row corpus (cached)
-python -m benchmarks.latency               # search latency at 10k and 100k memories vs bare pgvector
-                                           #   (--torch-threads 0: torch's threads; --embedder onnx)
-python -m benchmarks.scale                 # SQL time per leg at 10k, 100k and 1M memories
-python -m benchmarks.ingestion             # add / add_many rate and the database's share
-python -m benchmarks.concurrency           # 1, 4 and 16 threads sharing one Memory
-python -m benchmarks.peers                 # pgmem beside Mem0 OSS (pip install 'pgmem[peers]')
-python -m benchmarks.embedders             # the embedder on torch, ONNX Runtime and int8 ONNX
+python -m benchmarks.corpus prepare --conversations dev   # once: the 100,000-row corpus (cached)
+python -m benchmarks.latency --conversations dev --json benchmarks/results/latency.json
+python -m benchmarks.retrieval --conversations dev --configs hybrid,hybrid-mem0,semantic \\
+    --json benchmarks/results/retrieval.json
+python -m benchmarks.peers --conversations dev --scenario user --memories 200 \\
+    --json benchmarks/results/peers-user.json           # pip install 'pgmem[peers]'
+python -m benchmarks.langgraph --conversations dev --json benchmarks/results/langgraph.json
+python -m benchmarks.report --plots
 ```
 
-They need a PostgreSQL server with pgvector where databases may be created (`--dsn`, else
-`PGMEM_BENCH_DSN`, else `PGMEM_TEST_DSN`), the LoCoMo dev file (`../shared/data/locomo_dev.json`,
-read in place, never copied), and the models (all-MiniLM-L6-v2, a spaCy English model).
+## What they need
 
-The machine is shared (2 cores, other work running), so every figure that matters is a **ratio
+A PostgreSQL server with pgvector where databases may be created (`--dsn`, else
+`PGMEM_BENCH_DSN`, else `PGMEM_TEST_DSN`), the models (all-MiniLM-L6-v2, a spaCy English model)
+and LoCoMo's conversations: download `data/locomo10.json` from its repository,
+<https://github.com/snap-research/LoCoMo> (CC BY-NC 4.0), and set `PGMEM_LOCOMO` to the file or
+pass `--data PATH`; it is read as published. The figures here are on its first five
+conversations, `--conversations dev`.
+
+The machine had 2 cores and other work running, so every figure that matters is a **ratio
 against a baseline measured in the same run, on the same table**, and every time is a **median**
 (p50) or a 95th percentile over many calls; absolute milliseconds are given for scale only.
 torch runs on one thread in every benchmark process. `latency` and `scale` take
 `--compare PATH` to time another search statement beside pgmem's on the same table (and check
-that it returns the same rows), e.g. the statement before the changes of the findings below:
+that it returns the same rows), e.g. an older revision's:
 `git show d8ae5ca:sql/queries.sql > /tmp/search_d8ae5ca.sql`.
-
-Retrieval quality (recall, nDCG, MRR on LoCoMo) is a separate command,
-`python -m benchmarks.retrieval` (see the README).
 """
 
 
@@ -239,3 +252,28 @@ def write_environment(dsn: str, spacy_model: str, torch_threads: int, doc: Path 
         ("", "value"), environment(dsn, spacy_model, torch_threads))
     write_section("environment", body, doc)
     return body
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``--plots``: draw the figures of docs/benchmarks.md from the benchmarks' JSON."""
+    import argparse
+
+    from benchmarks import plots
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.report",
+        description="Draw docs/benchmarks.md's figures (SVG) from the benchmarks' JSON.")
+    parser.add_argument("--plots", action="store_true", help="write the figures")
+    parser.add_argument("--results", type=Path, default=plots.RESULTS, metavar="DIR",
+                        help="where the benchmarks' --json files are (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=plots.IMAGES, metavar="DIR",
+                        help="where the figures go (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if not args.plots:
+        parser.error("nothing to do: pass --plots")
+    plots.write_plots(args.results, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

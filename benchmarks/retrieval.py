@@ -176,7 +176,8 @@ def load_task(memory: pgmem.Memory, conversations: Sequence[dialogues.Conversati
     for conversation in conversations:
         progress(f"  {conversation.id}: adding {len(conversation.memories)} memories")
         memory.add_many(
-            [{"text": m.text, "metadata": {"dia_ids": list(m.dia_ids)}} for m in conversation.memories],
+            [{"text": m.text, "metadata": {"dia_ids": list(m.dia_ids)}}
+             for m in conversation.memories],
             user_id=conversation.id,
             dedupe=False,
         )
@@ -366,16 +367,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m benchmarks.retrieval",
         description="Retrieval quality of pgmem's search configurations on LoCoMo.",
     )
-    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA,
-                        help="LoCoMo's locomo10.json or the dev file (default: %(default)s)")
+    dialogues.data_arguments(parser)
     parser.add_argument("--dsn", help="the server to create the scratch database on "
                         "(default: $PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
     parser.add_argument("--task", choices=(*dialogues.TASKS, "both"), default="both")
     parser.add_argument("--configs", type=config_list, default=CONFIGS,
                         help="comma-separated configurations, of: "
                         + ", ".join(CONFIGS_BY_KEY) + " (default: all)")
-    parser.add_argument("--conversations", type=int, metavar="N",
-                        help="only the first N conversations")
     parser.add_argument("--fit", default=",".join(FIT_CONVERSATIONS), metavar="IDS",
                         help="comma-separated conversations the scoring was tuned on; the others "
                         "are reported apart as the check (default: %(default)s)")
@@ -408,7 +406,7 @@ def tasks(choice: str) -> tuple[str, ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print one Markdown table per task."""
     args = parse_args(argv)
-    raw = dialogues.load_conversations(args.data)[: args.conversations]
+    raw = dialogues.load_conversations(args.data, args.conversations)
     dsn = server_dsn(args.dsn)
     corpus.limit_torch_threads(args.torch_threads)
     embedder, analyzer = pgmem.embedding.make_embedder(args.embedder), pgmem.TextAnalyzer()

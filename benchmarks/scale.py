@@ -9,7 +9,8 @@ vectors (``corpus.synthetic_rows``). Each query (LoCoMo questions, ``limit=20``)
 as ``Memory.search`` plans it; after a warm-up pass, each of these statements runs over all
 the queries in a pass of its own (so that it always follows a statement on another scope), the
 passes in one order and then in the reverse order, each statement in a transaction after the
-search's ``SET LOCAL`` (its generic plan, no JIT, iterative HNSW scans, ``ef_search`` = 40), prepared as
+search's ``SET LOCAL`` (its generic plan, no JIT, iterative HNSW scans, ``ef_search`` = 40),
+prepared as
 the search is:
 
 - the bare pgvector top-20 of the scope (the baseline);
@@ -136,8 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     server, embedder, analyzer = corpus.start(args)
-    raw = dialogues.load_conversations(args.data)
-    cache = corpus.Cache(args.data, embedder, analyzer)
+    raw = dialogues.load_conversations(args.data, args.conversations)
+    cache = corpus.Cache(args.data, embedder, analyzer, raw)
     data = corpus.corpus(raw, min(max(sizes), args.real_rows), cache)
     results = []
     for n in sizes:

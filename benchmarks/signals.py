@@ -124,12 +124,12 @@ def capture_task(
 def main(argv: Sequence[str] | None = None) -> int:
     """Capture the signals of the chosen tasks into ``--out``."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.signals")
-    parser.add_argument("--data", type=Path, default=dialogues.DEFAULT_DATA)
+    dialogues.data_arguments(parser)
     parser.add_argument("--dsn")
     parser.add_argument("--task", choices=(*dialogues.TASKS, "both"), default="both")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    raw = dialogues.load_conversations(args.data)
+    raw = dialogues.load_conversations(args.data, args.conversations)
     corpus.limit_torch_threads(1)
     embedder, analyzer = pgmem.SentenceTransformerEmbedder(), pgmem.TextAnalyzer()
     retrieval.warm_up(embedder, analyzer)

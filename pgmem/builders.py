@@ -50,8 +50,9 @@ MAX_EF_SEARCH = 1000  # pgvector rejects a larger hnsw.ef_search
 MIN_EF_SEARCH = 40  # pgvector's default hnsw.ef_search
 # The search statement reads a scope of at most this many memories row by row (exact cosine,
 # each memory matched against the keywords) and searches a larger one through the HNSW and GIN
-# indexes. Row by row costs 1-2 us a memory; a filtered HNSW walk over a scope that is a small
-# share of the table visits many memories per hit, and stops at pgvector's max_scan_tuples.
+# indexes. Row by row costs microseconds a memory; a filtered HNSW walk over a scope that is a
+# small share of the table visits many memories per hit, and stops at pgvector's
+# max_scan_tuples.
 SCOPE_SCAN_ROWS = 5000
 NO_KEYWORD_TERMS = "the query has no keyword terms after lemmatizing: keyword signal off"
 
@@ -351,7 +352,8 @@ def insert_params(
 ) -> dict[str, Any]:
     """Parameters of ``lock_contents`` and ``insert_memories`` for one batch; ``vectors`` as
     the texts of the items that bring no embedding, then
-    ``entities.surfaces`` (as :func:`pgmem.embedding.cached_embeddings` returns them). Where PostgreSQL makes the lexemes of
+    ``entities.surfaces`` (as :func:`pgmem.embedding.cached_embeddings` returns them). Where
+    PostgreSQL makes the lexemes of
     ``text_search``, the statement makes them (the items' ``lexemes`` are None)."""
     n = sum(item.embedding is None for item in items)
     postgres = text_search.by_postgres

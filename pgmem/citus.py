@@ -1,7 +1,8 @@
 """pgmem on Citus: distribute its schema over a cluster by tenant, in one idempotent step.
 
 ``pgmem.distribute(dsn)`` (this module's :func:`distribute`) runs on the Citus coordinator after
-:func:`pgmem.migrate`: the tenant tables become distributed tables on ``tenant``, colocated with ``memories`` (one tenant's memories,
+:func:`pgmem.migrate`: the tenant tables become distributed tables on ``tenant``, colocated with
+``memories`` (one tenant's memories,
 entities, links, history and lock salt live on one shard), and ``embedding_models`` -- one row
 per schema, not per tenant -- a reference table copied to every node. Alembic's version table
 stays a local table of the coordinator. A table already distributed is left as it is, so the

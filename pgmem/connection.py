@@ -46,7 +46,7 @@ from pgmem.errors import (
     translate,
     wrap_db_errors,
 )
-from pgmem.migrate import parse_version
+from pgmem.migrate import parse_version, sqlalchemy_errors
 from pgmem.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
@@ -360,21 +360,6 @@ def _sqlalchemy_kind(source: Any) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _sqlalchemy_errors() -> Iterator[None]:
-    """Raise SQLAlchemy's errors (and the driver's under them) as pgmem's."""
-    from sqlalchemy import exc as sa_exc
-
-    try:
-        yield
-    except sa_exc.DBAPIError as exc:
-        if isinstance(exc.orig, psycopg.Error):
-            raise translate(exc.orig) from exc
-        raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
-    except sa_exc.SQLAlchemyError as exc:
-        raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
-
-
 PoolT = TypeVar("PoolT", ConnectionPool, AsyncConnectionPool)
 
 
@@ -631,7 +616,7 @@ class Connector(_Pooled[ConnectionPool]):
             yield self._connection, True
             return
         if self._sa_connection is not None or self._session is not None:
-            with _sqlalchemy_errors():
+            with sqlalchemy_errors():
                 if self._session is not None:
                     sa_connection = self._session.connection()
                     _check_driver(sa_connection.dialect)
@@ -646,12 +631,12 @@ class Connector(_Pooled[ConnectionPool]):
             yield conn, True
             return
         if self._engine is not None:
-            with _sqlalchemy_errors():
+            with sqlalchemy_errors():
                 sa_connection = self._engine.connect()
             try:
                 yield _psycopg_connection(sa_connection), False
             finally:
-                with _sqlalchemy_errors():
+                with sqlalchemy_errors():
                     sa_connection.close()
             return
         if self._unopened():

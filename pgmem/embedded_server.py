@@ -49,10 +49,10 @@ from pgmem.errors import ConfigurationError, DatabaseError, wrap_db_errors
 from pgmem.migrate import (
     DEFAULT_DIM,
     DEFAULT_SCHEMA,
-    _wrap_sqlalchemy_errors,
     engine_for,
     migrate,
     schema_dimension,
+    sqlalchemy_errors,
 )
 from pgmem.settings import Settings, current
 
@@ -179,7 +179,7 @@ class EmbeddedServer:
         if dim is None:
             engine = engine_for(self.dsn)
             try:
-                with _wrap_sqlalchemy_errors(), engine.connect() as connection:
+                with sqlalchemy_errors(), engine.connect() as connection:
                     dim = schema_dimension(connection, self.schema) or DEFAULT_DIM
             finally:
                 engine.dispose()
@@ -227,7 +227,7 @@ class EmbeddedServer:
         with _home_lock(self.home):
             holders = _Holders(self.home)
             holders.remove(os.getpid())
-            if holders.alive() or _postmaster_pid(self.pgdata) is None:
+            if holders.alive() or postmaster_pid(self.pgdata) is None:
                 return
             socket_dir = _socket_of(self.pgdata)[0]
             try:
@@ -255,12 +255,12 @@ class EmbeddedServer:
             holders = _Holders(self.home)
             holders.alive()
             _remove_stale_pid_file(self.pgdata, self.home)
-            if _postmaster_pid(self.pgdata) is not None and not _is_secured(self.pgdata):
+            if postmaster_pid(self.pgdata) is not None and not _is_secured(self.pgdata):
                 # Started by an earlier pgmem without a password: restart it secured.
                 old_socket = _socket_of(self.pgdata)[0]
                 cluster.stop(self._major, self.pgdata, user)
                 _remove_socket_dir(old_socket, self.pgdata, self.home)
-            if _postmaster_pid(self.pgdata) is None:
+            if postmaster_pid(self.pgdata) is None:
                 try:
                     if created:
                         cluster.initdb(self._major, self.pgdata, user, self.home / PASSFILE)
@@ -497,7 +497,7 @@ def _remove_socket_dir(socket_dir: Path, pgdata: Path, home: Path) -> None:
             (home / SOCKET_DIR_FILE).unlink(missing_ok=True)
 
 
-def _postmaster_pid(pgdata: Path) -> int | None:
+def postmaster_pid(pgdata: Path) -> int | None:
     """The pid of the postmaster serving ``pgdata``, or None when none is running."""
     lines = _pid_file_lines(pgdata)
     try:
@@ -528,7 +528,7 @@ def _remove_stale_pid_file(pgdata: Path, home: Path) -> None:
     zombie not yet reaped. A socket and its lock are removed only in a folder pgmem made for
     this cluster (:func:`_own_socket_dir`), whatever folder ``postmaster.pid`` names."""
     lines = _pid_file_lines(pgdata)
-    if not lines or _postmaster_pid(pgdata) is not None:
+    if not lines or postmaster_pid(pgdata) is not None:
         return
     # Lines 4 and 5 of postmaster.pid: the port and the socket directory.
     if len(lines) > 4 and lines[3].strip().isdigit() and lines[4].strip():

@@ -40,11 +40,9 @@ BACKENDS = EMBEDDING_BACKENDS
 # Bumped when the exported graph changes, so that older exports are not reused.
 _EXPORT_VERSION = 2
 #: The most token positions a batch may compute: its texts times its longest text's tokens. A
-#: transformer computes every padded position too, so a batch of 64 memories padded to its
-#: longest cost 2-3x their tokens alone (LoCoMo turns, 64 a call: ONNX 16.5 ms a text in one
-#: batch, 6.2 in batches of at most 256 positions, 6.6 in batches of 8; torch on one thread 31.0
-#: and 14.6); short texts still go many to a batch (64 entity names: 0.70 ms a name, 0.78 in
-#: one batch, 0.96 in batches of 8).
+#: transformer computes every padded position too, so a batch of memories padded to its longest
+#: costs several times their tokens alone; short texts still go many to a batch (the figures:
+#: docs/benchmarks.md, "Figures behind the code's choices").
 BATCH_TOKENS = 256
 
 
@@ -195,12 +193,10 @@ class SentenceTransformerEmbedder:
         """Whether a query's embedding runs beside spaCy's analysis of it: on a GPU, when
         torch leaves a core free, or when its threads sleep between operations
         (:func:`omp_threads_sleep`). torch's threads spin between the model's many small
-        operations, so with one per core the analysis beside them starved: at 10,000 memories
-        a search took 1.95x (embedding + bare top-k) overlapped and 1.75-1.82x one after the
-        other, while with torch on one thread of two cores overlapping gave 1.51x and one
-        after the other 1.75x. With ``OMP_WAIT_POLICY=PASSIVE`` and a thread per core, a
-        question embedded beside spaCy's process took 16.0 ms for both against 18.3 one after
-        the other (the embedding alone 13.4 ms, 12.6 with spinning threads)."""
+        operations, so with one per core the analysis beside them starves and overlapping is
+        slower than one after the other; with a core left free, or sleeping threads
+        (``OMP_WAIT_POLICY=PASSIVE``), overlapping is faster (docs/benchmarks.md, "Figures
+        behind the code's choices")."""
         if self.device != "cpu":
             return True
         import torch
@@ -213,8 +209,8 @@ class SentenceTransformerEmbedder:
         counter = self._counter.get()
         if len(texts) < 2 or counter is None:
             return self._encoded(model, texts)
-        # The token counts, for the batches (encode tokenizes each batch again: counting 64
-        # turns took 3 ms beside ~900 ms of embedding them).
+        # The token counts, for the batches (encode tokenizes each batch again: counting costs
+        # well under 1% of embedding the same texts).
         return embedded_by_length(
             [len(tokens.ids) for tokens in counter.encode_batch(texts)],
             self.batch_size, self.batch_tokens,
@@ -303,8 +299,9 @@ class OnnxEmbedder:
     (:func:`length_batches`). ``threads``: ONNX Runtime's intra-op threads (None: its default,
     one per core). ``spinning``: whether those threads spin waiting for work between runs (ONNX
     Runtime's default). Off here: a search analyses its query with spaCy while the query
-    embeds, and spinning threads took that thread's core (search p50 at 10,000 memories 16.6 ms
-    with spinning, 13.4 without; the embedding alone 4.2 and 4.6 ms).
+    embeds, and spinning threads take that thread's core: the search is slower with them, though
+    the embedding alone is a little faster (docs/benchmarks.md, "Figures behind the code's
+    choices").
     """
 
     def __init__(
@@ -340,8 +337,8 @@ class OnnxEmbedder:
     @property
     def overlaps_analysis(self) -> bool:
         """Whether a query's embedding runs beside spaCy's analysis of it: unless the runtime's
-        threads spin (at 10,000 memories, without spinning, a search took 2.56x (embedding +
-        bare top-k) overlapped and 3.18x one after the other)."""
+        threads spin (without spinning, overlapping is the faster; docs/benchmarks.md, "Figures
+        behind the code's choices")."""
         return not self.spinning
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -352,10 +349,9 @@ class OnnxEmbedder:
         """:meth:`embed`, for texts embedded while spaCy analyses in a process of its own
         (:class:`~pgmem.nlp_process.ProcessAnalyzer`) on the other cores. One text runs on one
         thread, in a second session of the model made on first use (~100 MB), so that the
-        analysis keeps its core: at 10,000 memories a search took 11.96-12.04 ms p50 (p95
-        14.0-14.1) so against 12.51-12.53 (15.1-15.2) on every thread, an ``add`` 15.3-15.4 against
-        15.7-16.6 ms. A batch runs on every thread, as :meth:`embed` does (``add_many`` 55-60
-        memories/s either way; 37 on one thread)."""
+        analysis keeps its core: a search and an ``add`` are faster so than on every thread. A
+        batch runs on every thread, as :meth:`embed` does: ``add_many`` is as fast either way,
+        and slower on one thread (docs/benchmarks.md, "Figures behind the code's choices")."""
         if len(texts) != 1 or self.threads == 1 or (self.threads is None and usable_cores() < 2):
             return self.embed(texts)
         return self._embedded(self._one_thread.get(), texts)
@@ -529,7 +525,8 @@ def checked_embeddings(
     try:
         vectors = np.asarray(output, dtype=np.float32)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise EmbeddingError(f"the embedder returned something that is not a matrix: {exc}") from exc
+        raise EmbeddingError(
+            f"the embedder returned something that is not a matrix: {exc}") from exc
     if vectors.ndim != 2 or vectors.shape[0] != len(texts):
         raise EmbeddingError(
             f"the embedder returned shape {vectors.shape} for {len(texts)} texts"

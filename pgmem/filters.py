@@ -98,7 +98,8 @@ Anything else raises :class:`~pgmem.errors.FilterError` naming where in the filt
 is, the key, the operator and the offending value's type: a filter that is not a mapping, an
 empty operator mapping, an empty ``AND``/``OR`` list, an unknown operator, a value of the wrong
 type, a non-finite float, an int too long to write as text, a string containing a NUL byte or a
-lone surrogate, a list that is empty or longer than 1000 items, or an invalid key; nesting deeper than 32
+lone surrogate, a list that is empty or longer than 1000 items, or an invalid key; nesting deeper
+than 32
 levels is a :class:`~pgmem.errors.FilterLimitError`.
 """
 
@@ -117,7 +118,7 @@ from psycopg.types.json import Jsonb
 
 from pgmem.errors import FilterError, FilterLimitError
 from pgmem.queries import NO_FILTER
-from pgmem.validate import DEFAULT_LIMITS, Limits, is_utf8
+from pgmem.validate import DEFAULT_LIMITS, Limits, shown, unstorable
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString
@@ -139,7 +140,8 @@ OPERATORS = (
 )  # fmt: skip
 """The operators of the filter language, in the order error messages list them."""
 
-_COMBINATORS = {"AND": "AND", "$and": "AND", "OR": "OR", "$or": "OR", "NOT": "NOT", "$not": "NOT"}
+#: The combinators of a filter, as written (both spellings) and as SQL.
+COMBINATORS = {"AND": "AND", "$and": "AND", "OR": "OR", "$or": "OR", "NOT": "NOT", "$not": "NOT"}
 
 _COMPARISONS: dict[str, LiteralString] = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
@@ -201,7 +203,7 @@ class _Target:
             location, name = f"{self.where}[{self.key!r}]", f"{op!r} (shorthand)"
         else:
             location, name = f"{self.where}[{self.key!r}][{op!r}]", repr(op)
-        return FilterError(f"{location}: operator {name} on key {_short(self.key)} {problem}")
+        return FilterError(f"{location}: operator {name} on key {shown(self.key, 60)} {problem}")
 
 
 def compile_filters(
@@ -252,7 +254,7 @@ def _compile_filter(filt: object, where: str, depth: int, c: _Compiler) -> sql.C
         raise FilterError(f"{where}: a filter must have at least one entry, got an empty mapping")
     parts: list[sql.Composable] = []
     for key, value in filt.items():
-        if isinstance(key, str) and key in _COMBINATORS:
+        if isinstance(key, str) and key in COMBINATORS:
             parts.append(_compile_combinator(key, value, where, depth, c))
         else:
             parts.append(_compile_entry(key, value, where, c))
@@ -263,7 +265,7 @@ def _compile_combinator(
     name: str, value: object, where: str, depth: int, c: _Compiler
 ) -> sql.Composable:
     """Compile ``{"AND": [...]}``, ``{"OR": [...]}`` or ``{"NOT": ...}`` (or a ``$`` alias)."""
-    kind = _COMBINATORS[name]
+    kind = COMBINATORS[name]
     here = f"{where}[{name!r}]"
     if kind == "NOT" and isinstance(value, Mapping):
         return sql.SQL("NOT {}").format(_parenthesise(_compile_filter(value, here, depth + 1, c)))
@@ -295,7 +297,7 @@ def _compile_entry(raw_key: object, value: object, where: str, c: _Compiler) -> 
     target = _Target(where, key, segments)
     if not value:
         raise FilterError(
-            f"{where}[{key!r}]: key {_short(target.key)} has an empty operator "
+            f"{where}[{key!r}]: key {shown(target.key, 60)} has an empty operator "
             f"mapping; give at least one of {', '.join(OPERATORS)}"
         )
     parts = [_compile_operator(target, op, arg, c) for op, arg in value.items()]
@@ -305,23 +307,21 @@ def _compile_entry(raw_key: object, value: object, where: str, c: _Compiler) -> 
 def _parse_key(key: object, where: str) -> tuple[str, tuple[str, ...]]:
     """Validate a key and split it into its dotted path segments."""
     if not isinstance(key, str):
-        described = "None" if key is None else f"{_type(key)} {_short(key)}"
+        described = "None" if key is None else f"{_type(key)} {shown(key, 60)}"
         raise FilterError(f"{where}: keys must be strings, got {described}")
     if not key:
         raise FilterError(f"{where}: keys must not be empty")
     if len(key) > MAX_KEY_LENGTH:
         raise FilterError(
-            f"{where}: key {_short(key)} is {len(key)} characters long; "
+            f"{where}: key {shown(key, 60)} is {len(key)} characters long; "
             f"the limit is {MAX_KEY_LENGTH}"
         )
-    if "\x00" in key:
-        raise FilterError(f"{where}: key {_short(key)} contains a NUL byte")
-    if not is_utf8(key):
-        raise FilterError(f"{where}: key {_short(key)} contains a lone surrogate")
+    if problem := unstorable(key):
+        raise FilterError(f"{where}: key {shown(key, 60)} contains {problem}")
     segments = tuple(key.split("."))
     if "" in segments:
         raise FilterError(
-            f"{where}: key {_short(key)} has an empty path segment "
+            f"{where}: key {shown(key, 60)} has an empty path segment "
             f"(a leading, trailing or doubled dot)"
         )
     return key, segments
@@ -371,11 +371,11 @@ def _compile_operator(target: _Target, op: object, arg: object, c: _Compiler) ->
         plain = op.lstrip("$").lower()
         if plain in OPERATORS:
             hint = f"; did you mean {plain!r}?"
-        elif op not in _COMBINATORS:
+        elif op not in COMBINATORS:
             hint = f"; to reach a nested member use the dotted key {target.key + '.' + op!r}"
     raise FilterError(
-        f"{target.where}[{target.key!r}]: unknown operator {_short(op)} on key "
-        f"{_short(target.key)}; the operators are {', '.join(OPERATORS)}{hint}"
+        f"{target.where}[{target.key!r}]: unknown operator {shown(op, 60)} on key "
+        f"{shown(target.key, 60)}; the operators are {', '.join(OPERATORS)}{hint}"
     )
 
 
@@ -445,7 +445,7 @@ def _in(target: _Target, op: str, arg: object, c: _Compiler) -> sql.Composable:
         if not _is_scalar(item):
             raise FilterError(
                 f"{target.where}[{target.key!r}][{op!r}][{i}]: operator {op!r} on "
-                f"key {_short(target.key)} expects items of type {_SCALAR_TYPES}, "
+                f"key {shown(target.key, 60)} expects items of type {_SCALAR_TYPES}, "
                 f"got {_type(item)}"
             )
         _check_finite(target, op, item)
@@ -527,10 +527,8 @@ def _check_finite(target: _Target, op: str, value: object) -> None:
 
 def _check_no_nul(target: _Target, op: str, value: object) -> None:
     # PostgreSQL's text and jsonb cannot hold NUL; fail here rather than in the database.
-    if isinstance(value, str) and "\x00" in value:
-        raise target.fail(op, "expects a str without NUL bytes, got a str containing one")
-    if isinstance(value, str) and not is_utf8(value):
-        raise target.fail(op, "expects valid Unicode, got a str with a lone surrogate")
+    if isinstance(value, str) and (problem := unstorable(value)):
+        raise target.fail(op, f"expects a str PostgreSQL can store, got one with {problem}")
 
 
 def _is_scalar(value: object) -> bool:
@@ -566,12 +564,3 @@ def _parenthesise(condition: sql.Composable) -> sql.Composable:
 def _type(value: object) -> str:
     """The type name an error message reports for ``value``."""
     return "None" if value is None else type(value).__name__
-
-
-def _short(value: object, limit: int = 60) -> str:
-    """``repr(value)``, cut to about ``limit`` characters so messages stay readable."""
-    try:
-        text = repr(value)
-    except Exception:  # noqa: BLE001 - ValueError for an int of over 4300 digits
-        return f"<{type(value).__name__} too long to show>"
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."

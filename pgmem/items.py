@@ -203,8 +203,8 @@ def item_filter(
 
 
 def _filter_key(name: object) -> str:
-    if not isinstance(name, str) or "\x00" in name:
-        raise FilterError(f"a filter key must be a string without NUL, got {name!r}")
+    if not isinstance(name, str) or validate.unstorable(name):
+        raise FilterError(f"a filter key must be a string PostgreSQL can store, got {name!r}")
     return name
 
 

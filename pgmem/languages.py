@@ -31,6 +31,7 @@ from pgmem.errors import ConfigurationError, InvalidInputError, PgmemError
 from pgmem.nlp import Analysis, TextAnalyzer
 from pgmem.nlp_process import make_analyzer
 from pgmem.settings import Settings, current
+from pgmem.validate import unstorable
 
 DEFAULT_TS_CONFIG = "english"
 #: The longest configuration name PostgreSQL can hold (schema-qualified: two identifiers).
@@ -77,7 +78,7 @@ def check_name(
         not isinstance(value, str)
         or not value.strip()
         or len(value) > MAX_NAME_LENGTH
-        or "\x00" in value
+        or unstorable(value) is not None
     ):
         raise error(
             f"{what} must be the name of a PostgreSQL text search configuration "

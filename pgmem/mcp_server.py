@@ -47,16 +47,16 @@ from pgmem import safe_paths, validate
 from pgmem.aio import AsyncMemory
 from pgmem.errors import ConfigurationError, PgmemError, ScopeError
 from pgmem.http_guard import LOOPBACK, HostGuard, TokenSet, default_allowed_hosts, url_host
+from pgmem.queries import SCOPE_IDS
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, SearchHit, jsonable
 
 __all__ = [
-    "SCOPE_KEYS", "BearerTokens", "Credential", "create_server", "read_token_map", "serve",
+    "SCOPE_IDS", "BearerTokens", "Credential", "create_server", "read_token_map", "serve",
     "stored_token",
 ]
 
 logger = logging.getLogger(__name__)
 
-SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 
 INSTRUCTIONS = """\
 Long-term memory in PostgreSQL. Store short facts with `add`, find them with `search` \
@@ -86,12 +86,12 @@ class Credential:
             )
         if not self.token.isascii() or not self.token.isprintable() or " " in self.token:
             raise ConfigurationError("an MCP bearer token must be printable ASCII, no spaces")
-        unknown = set(self.scope) - set(SCOPE_KEYS)
+        unknown = set(self.scope) - set(SCOPE_IDS)
         if unknown:
             raise ConfigurationError(
-                f"a token's scope holds only {', '.join(SCOPE_KEYS)}, got {sorted(unknown)}"
+                f"a token's scope holds only {', '.join(SCOPE_IDS)}, got {sorted(unknown)}"
             )
-        validate.scope_ids(*(self.scope.get(key) for key in SCOPE_KEYS))
+        validate.scope_ids(*(self.scope.get(key) for key in SCOPE_IDS))
 
 
 class BearerTokens:
@@ -189,7 +189,7 @@ def create_server(
     top of the server's (a token may not pin another value of an id the server pins);
     ``resource_url`` is the server's URL (``http://host:port/mcp``), which its protected
     resource metadata and 401 answers name."""
-    pinned = {k: v for k, v in zip(SCOPE_KEYS, (user_id, agent_id, run_id)) if v is not None}
+    pinned = {k: v for k, v in zip(SCOPE_IDS, (user_id, agent_id, run_id)) if v is not None}
     auth: dict[str, Any] = {}
     if credentials is not None:
         for credential in credentials:
@@ -209,7 +209,7 @@ def create_server(
     server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS, **auth)
 
     def scope(user_id: str | None, agent_id: str | None, run_id: str | None) -> dict[str, Any]:
-        given = dict(zip(SCOPE_KEYS, (user_id, agent_id, run_id)))
+        given = dict(zip(SCOPE_IDS, (user_id, agent_id, run_id)))
         access = get_access_token()
         token_pins = (access.claims or {}).get(SCOPE_CLAIM, {}) if access is not None else {}
         effective = {**pinned, **token_pins}
@@ -406,7 +406,7 @@ def _tool_errors() -> Iterator[None]:
 
 
 def _scope_of(record: MemoryRecord | SearchHit) -> dict[str, Any]:
-    return {k: getattr(record, k) for k in SCOPE_KEYS}
+    return {k: getattr(record, k) for k in SCOPE_IDS}
 
 
 def _record(record: MemoryRecord) -> dict[str, Any]:

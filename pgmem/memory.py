@@ -127,7 +127,8 @@ class Memory(operations.Configured):
     ``db`` is a DSN (libpq URL or key=value; None uses ``PGMEM_DSN``, then libpq's ``PG*``
     variables when PGHOST, PGDATABASE or PGSERVICE is set, else the embedded default -- the
     running ``pgmem server``'s PostgreSQL or a private one, migrated, let go of on
-    :meth:`close`: see :mod:`pgmem.default_database`), or what the caller owns and pgmem never closes: a psycopg ``Connection`` or
+    :meth:`close`: see :mod:`pgmem.default_database`), or what the caller owns and pgmem never
+    closes: a psycopg ``Connection`` or
     ``ConnectionPool``, or a SQLAlchemy ``Engine``, ``Connection`` or ``Session`` (driver
     ``postgresql+psycopg``). A pool or Engine lends a connection per call, and the call commits
     its own work. On a Connection or Session the writes join the caller's transaction -- a
@@ -303,9 +304,11 @@ class Memory(operations.Configured):
         value for that item. To bring memories over from another store, an item may also keep
         its ``id`` (a UUID: an id the item's scope already has is a duplicate, an id of another
         scope's memory raises :class:`~pgmem.errors.IdTakenError`,
-        and an item with an id is never deduplicated by content), ``created_at`` and ``updated_at`` (timezone-aware
+        and an item with an id is never deduplicated by content), ``created_at`` and ``updated_at``
+        (timezone-aware
         datetimes or ISO 8601 text) and ``embedding`` (a vector of the schema's dimension,
-        used instead of embedding the text). Every item is checked before anything is written. Each batch of
+        used instead of embedding the text). Every item is checked before anything is written. Each
+        batch of
         ``batch_size`` items is lemmatized together, embedded in one call (texts and entity
         names) and written by one statement, in a transaction of its own; then
         ``on_progress(done, total)`` is called. When a batch fails, the batches before it stay
@@ -420,7 +423,8 @@ class Memory(operations.Configured):
         """The memory with this id.
 
         A call by id reaches any memory of the tenant. Any of ``user_id``, ``agent_id``,
-        ``run_id`` given (a guard), the memory must also carry those ids (a memory of ``user_id="u1"``
+        ``run_id`` given (a guard), the memory must also carry those ids (a memory of
+        ``user_id="u1"``
         is found with ``user_id="u1"``, not with ``user_id="u2"``): pass the caller's scope
         when the id comes from outside.
         ``primary=True`` reads from the primary even when a read replica is configured (see
@@ -516,7 +520,8 @@ class Memory(operations.Configured):
         Fuses semantic similarity, keyword match and entity links (see :mod:`pgmem.scoring`);
         each hit's ``explain`` gives the breakdown. ``threshold`` drops memories whose semantic
         similarity is lower (in a ``mode`` without the semantic signal nothing is dropped:
-        similarity is then not part of the score). ``filters`` constrain metadata (see :mod:`pgmem.filters`).
+        similarity is then not part of the score). ``filters`` constrain metadata (see
+        :mod:`pgmem.filters`).
         ``mode`` names the signals scored: ``"hybrid"`` (default: all three), or ``"semantic"``,
         ``"keyword"``, ``"entity"`` joined by ``+`` (``"semantic+keyword"``); the legs of those
         signals supply candidates unless ``legs`` narrows them (for measurements).
@@ -556,7 +561,8 @@ class Memory(operations.Configured):
         Search runs it as a prepared statement with a generic plan, after
         ``plan_cache_mode = force_generic_plan``, ``jit = off`` and ``enable_seqscan = off``
         (and, on pgvector >= 0.8, ``hnsw.iterative_scan = relaxed_order`` and
-        ``hnsw.ef_search`` = the over-fetch, at least 40), set locally in the same round trip; EXPLAIN of this text shows a plan made
+        ``hnsw.ef_search`` = the over-fetch, at least 40), set locally in the same round trip;
+        EXPLAIN of this text shows a plan made
         for these values. :meth:`explain_search` shows the plan search runs with.
         """
         return self._call("search_sql", self._ops.search_sql(

@@ -20,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pgmem.citus import distribute, is_distributed
 from pgmem.errors import (
     ConfigurationError,
+    DatabaseError,
     ModelMismatchError,
     PgvectorError,
     SchemaError,
@@ -174,7 +175,7 @@ def migrate(
     settings = MigrationSettings(schema=schema, dim=dim, storage=storage)
     engine = engine_for(dsn)
     try:
-        with _wrap_sqlalchemy_errors(), engine.begin() as connection:
+        with sqlalchemy_errors(), engine.begin() as connection:
             _check_pgvector(connection, halfvec=settings.storage == "halfvec")
             from alembic import command
             from sqlalchemy import text
@@ -227,7 +228,7 @@ def downgrade(dsn: str = "", revision: str = "base", *, schema: str = DEFAULT_SC
     settings = MigrationSettings(schema=schema)
     engine = engine_for(dsn)
     try:
-        with _wrap_sqlalchemy_errors(), engine.begin() as connection:
+        with sqlalchemy_errors(), engine.begin() as connection:
             from alembic import command
 
             command.downgrade(alembic_config(settings, connection), revision)
@@ -270,7 +271,8 @@ def stored_model(
     ).scalar() is None:
         return None
     row = connection.execute(
-        text(f'SELECT model, dim, storage FROM "{schema}".embedding_models WHERE role = \'current\'')
+        text(f'SELECT model, dim, storage FROM "{schema}".embedding_models'
+             " WHERE role = 'current'")
     ).one()
     return row[0], int(row[1]), str(row[2])
 
@@ -309,13 +311,16 @@ def parse_version(version: str) -> tuple[int, ...]:
 
 
 @contextlib.contextmanager
-def _wrap_sqlalchemy_errors() -> Iterator[None]:
-    """SQLAlchemy wraps driver errors in its own classes; raise pgmem's instead."""
-    from sqlalchemy.exc import DBAPIError
+def sqlalchemy_errors() -> Iterator[None]:
+    """Raise SQLAlchemy's errors (and the driver's it wraps) as pgmem's: the one translation,
+    for every SQLAlchemy engine, connection or session pgmem uses."""
+    from sqlalchemy import exc as sa_exc
 
     try:
         yield
-    except DBAPIError as exc:
+    except sa_exc.DBAPIError as exc:
         if isinstance(exc.orig, psycopg.Error):
             raise translate(exc.orig) from exc
-        raise
+        raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc
+    except sa_exc.SQLAlchemyError as exc:
+        raise DatabaseError(f"{type(exc).__name__}: {exc}") from exc

@@ -51,11 +51,11 @@ def model_concurrency(settings: Settings) -> int | None:
 
     Model work is CPU-bound: one call's embedding already keeps a core busy and spaCy holds the
     GIL for much of its work, so calls computing side by side beyond the cores only contend
-    (thread switches, GIL hand-offs, an OpenMP team per calling thread). Measured on an idle
-    2-core machine (``python -m benchmarks.concurrency``, 10,000 memories, 80% searches, calls
-    per second at 4 / 16 threads): no limit 39.0 / 26.5, a limit of 2 41.1 / 41.2, of 4
-    37.6 / 36.3. On a machine shared with other busy processes no limit can win instead (more
-    runnable threads get more of the cores): measure, and set ``none`` if so.
+    (thread switches, GIL hand-offs, an OpenMP team per calling thread): on an idle machine a
+    limit of the cores keeps 16 threads as fast as 4, where no limit loses a third
+    (``python -m benchmarks.concurrency``; docs/benchmarks.md). On a machine shared with other
+    busy processes no limit can win instead (more runnable threads get more of the cores):
+    measure, and set ``none`` if so.
     """
     value = settings.model_concurrency
     return usable_cores() if value == CORES else value
@@ -104,7 +104,7 @@ class ModelWork:
         self.embedder = make_embedder(embedder, settings)
         # spaCy runs in a process of its own where the embedder runs beside it (the two would
         # take turns for the GIL; pgmem.nlp_process), unless the caller gave an analyzer -- then
-        # the embedder is not asked (torch's answer imports torch: 1.5 s a CLI command).
+        # the embedder is not asked (torch's answer imports torch: seconds a CLI command).
         self.languages = Languages(
             settings.ts_config, nlp, settings=settings,
             apart=functools.partial(embeds_beside_analysis, self.embedder),

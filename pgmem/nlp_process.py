@@ -2,9 +2,9 @@
 
 A query is embedded while spaCy analyses it. In one process the two take turns for the GIL:
 spaCy's networks run layer by layer in Python, and so does the model's forward pass between its
-kernels, so each waits for the other (on two cores a question's analysis took 9.5 ms beside an
-embedding against 5.1 alone, and the embedding 17.9 against 14.8). In a child process spaCy
-has a GIL of its own: the same pair takes as long as the embedding alone.
+kernels, so each waits for the other and both take longer than alone (docs/benchmarks.md,
+"Figures behind the code's choices"). In a child process spaCy has a GIL of its own: the same
+pair takes as long as the embedding alone.
 
 The child is a Python running :func:`main` with ``FD MODEL``, started on first use and talking
 over a socket pair (``multiprocessing.connection``: pickled messages). It loads a

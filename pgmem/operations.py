@@ -510,7 +510,8 @@ class Operations:
         languages = self.models.languages
         name = languages.default if ts_config is None else check_name(ts_config)
         if not languages.known(name):
-            available = yield from transaction(lambda _: result_of(self.store.text_search_configs()))
+            available = yield from transaction(
+                lambda _: result_of(self.store.text_search_configs()))
             languages.remember(available)
         return languages.get(languages.check(name))
 
@@ -563,7 +564,9 @@ class Operations:
             signals if legs is None
             else tuple(legs) if isinstance(legs, (list, tuple)) else ()
         )
-        if not checked_legs or not all(isinstance(leg, str) and leg in LEGS for leg in checked_legs):
+        if not checked_legs or not all(
+            isinstance(leg, str) and leg in LEGS for leg in checked_legs
+        ):
             raise InvalidInputError(f"legs must be among {LEGS}, got {validate.shown(legs)}")
         condition, filter_params = compile_filters(filters, limits=self.limits)
         return SearchRequest(

@@ -60,8 +60,8 @@ class Queries:
     def __init__(self, schema: str, blocks: Mapping[str, str] | None = None) -> None:
         self.schema = sql.Identifier(schema)
         self.blocks = blocks
-        # Statements without a metadata filter, by name and scope ids: composed once (a
-        # search statement's composition was 60 µs of every search).
+        # Statements without a metadata filter, by name and scope ids: composed once (composing
+        # the search statement was a measurable part of every search).
         self._unfiltered: dict[tuple[str, tuple[str, ...]], sql.Composed] = {}
         self._texts: dict[str, str] = {}  # statements' texts, their fragments in
 

@@ -233,7 +233,8 @@ class _Run:
     # -- statements
 
     def compose(self, name: str, /, **parts: sql.Composable) -> sql.Composed:
-        return sql.SQL(sql_blocks("reembed.sql")[name]).format(schema=sql.Identifier(self.schema), **parts)
+        return sql.SQL(sql_blocks("reembed.sql")[name]).format(
+            schema=sql.Identifier(self.schema), **parts)
 
     def execute(
         self, name: str, params: dict[str, Any] | None = None, /, **parts: sql.Composable

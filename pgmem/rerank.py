@@ -49,7 +49,8 @@ class CrossEncoderReranker:
             return []
         scores = self.model.predict([(query, hit.text) for hit in hits], show_progress_bar=False)
         scored = [
-            dataclasses.replace(hit, explain=dataclasses.replace(hit.explain, rerank_score=float(s)))
+            dataclasses.replace(
+                hit, explain=dataclasses.replace(hit.explain, rerank_score=float(s)))
             for hit, s in zip(hits, scores)
         ]
         scored.sort(key=lambda h: h.explain.rerank_score or 0.0, reverse=True)

@@ -3,7 +3,7 @@
 A scope of up to ``builders.SCOPE_SCAN_ROWS`` memories is searched by reading its rows once;
 a larger one through the HNSW and GIN indexes. The statement ``search`` holds both paths and
 picks one at run time; ``search_small`` is the same statement without the large-scope path (a
-third smaller plan: 14% faster for a small scope, which is most searches), which for a larger
+third smaller plan, faster for a small scope, which is most searches), which for a larger
 scope returns only the scope's size. A search cannot know the size before it runs, so it sends
 ``search_small`` unless :class:`LargeScopes` remembers the scope as large, and sends ``search``
 after a ``search_small`` that found the scope larger. Both statements answer with the scope's

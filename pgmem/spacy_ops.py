@@ -1,15 +1,14 @@
 """spaCy's CPU networks with NumPy's matrix product, on one BLAS thread.
 
 thinc, under spaCy's models, multiplies matrices with its bundled BLIS kernels, which here run
-at well under half the speed of NumPy's BLAS (OpenBLAS) on one thread: a query's (12 × 288) by
-(288 × 288) product takes 143 µs with BLIS and 60 µs with OpenBLAS; a batch of 64 short texts'
-(1280 × 288) one 6.9 ms and 2.3 ms. A question's analysis took 5.4 ms before and 4.3 ms after,
-``add_many``'s analysis of the 3,970 dev texts 19.5 s and 13.5 s, with the same lemmas and
-entities on every one of them (tests/test_nlp.py compares).
+at well under half the speed of NumPy's BLAS (OpenBLAS) on one thread, for a query's products
+and a batch's alike; an analysis is faster so, with the same lemmas and entities
+(tests/test_nlp.py compares; the figures: docs/benchmarks.md, "Figures behind the code's
+choices").
 
 On one thread, because OpenBLAS splits even a query's products over its threads, which then
-spin waiting for more work and take the core the query's embedding runs on (a search at
-10,000 memories took 26.7 ms p50 so, 23.4 ms on one thread). :func:`one_blas_thread` holds
+spin waiting for more work and take the core the query's embedding runs on (a search is
+slower so than on one thread). :func:`one_blas_thread` holds
 OpenBLAS to one thread while analyses run: the first to start sets it, the last to end gives
 back what was there (a count under a lock, as pgmem's threads analyse concurrently). The
 limit is process-wide while it lasts, as OpenBLAS has no other. For ``add_many``'s batches one

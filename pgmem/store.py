@@ -246,7 +246,8 @@ class Store:
     def lock_contents(self, params: Row, citus: bool = False) -> Statement[None]:
         """Take the duplicate-detection locks of a batch (held until the transaction ends).
         Fetches nothing, so that in pipeline mode it travels with ``insert_memories``."""
-        return self._statement("lock_contents_citus" if citus else "lock_contents", params, "nothing", _nothing)
+        name = "lock_contents_citus" if citus else "lock_contents"
+        return self._statement(name, params, "nothing", _nothing)
 
     def insert_memories(self, params: Row) -> Statement[list[Row]]:
         """Insert a batch with its entities, links and ADD events; one row per item, in order:
@@ -344,7 +345,8 @@ class Store:
 
     def lock_update_content(self, params: Row, citus: bool = False) -> Statement[None]:
         """Take the duplicate lock of an update's new text in its memory's scope."""
-        return self._statement("lock_update_content_citus" if citus else "lock_update_content", params, "all", _nothing)
+        name = "lock_update_content_citus" if citus else "lock_update_content"
+        return self._statement(name, params, "all", _nothing)
 
     def update_duplicate(self, params: Row) -> Statement[uuid.UUID | None]:
         """Another memory of the scope holding the update's new text, or None."""
@@ -356,7 +358,8 @@ class Store:
 
     def lock_linked_entities(self, params: Row, citus: bool = False) -> Statement[None]:
         """Lock the entities linked to memories ``ids`` for this transaction."""
-        return self._statement("lock_linked_entities_citus" if citus else "lock_linked_entities", params, "all", _nothing)
+        name = "lock_linked_entities_citus" if citus else "lock_linked_entities"
+        return self._statement(name, params, "all", _nothing)
 
     def update_memory(self, params: Row) -> Statement[Row | None]:
         """Update memory ``id`` (re-linking its entities for a new text) and write its UPDATE

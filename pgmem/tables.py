@@ -12,7 +12,8 @@ to memories in its queries::
 
 ``metadata`` and the tables describe the default schema, ``pgmem``, with 384-dimensional
 embeddings; :func:`tables` builds them for another schema name, dimension or storage
-(``halfvec`` above 2,000 dimensions). ``embedding_models`` records which model made the vectors. They describe the
+(``halfvec`` above 2,000 dimensions). ``embedding_models`` records which model made the vectors.
+They describe the
 columns and keys; the migrations (:func:`pgmem.migrate`) own the DDL, so never ``create_all``
 them, and write through :class:`pgmem.Memory`, which keeps entities, links and history in step.
 Every key starts with ``tenant``: join on it too.

@@ -56,7 +56,8 @@ class Limits:
     naming the field. The defaults keep every call fast and every stored row readable.
 
     ``max_text_length`` (characters of a memory's text; at most ``MAX_TEXT_LENGTH_CEILING``) and
-    ``max_query_length`` (of a search query; None: ``max_text_length``); ``max_metadata_bytes`` (as JSON, UTF-8) and
+    ``max_query_length`` (of a search query; None: ``max_text_length``); ``max_metadata_bytes`` (as
+    JSON, UTF-8) and
     ``max_metadata_depth`` (nesting of objects and arrays, the metadata object itself being 1);
     ``max_filter_conditions`` (operators applied to keys, each ``in`` / ``nin`` item counted),
     ``max_filter_parameters`` (values bound to the statement; libpq refuses over 65,535) and
@@ -169,10 +170,8 @@ def _identifier(name: str, value: object) -> str | None:
         raise InvalidInputError(f"{name} must not be empty")
     if len(value) > MAX_SCOPE_LENGTH:
         raise InvalidInputError(f"{name} is longer than {MAX_SCOPE_LENGTH} characters")
-    if "\x00" in value:
-        raise InvalidInputError(f"{name} contains a NUL character")
-    if not is_utf8(value):
-        raise InvalidInputError(f"{name} contains a lone surrogate, which is not valid Unicode")
+    if problem := unstorable(value):
+        raise InvalidInputError(f"{name} contains {problem}")
     return value
 
 
@@ -190,10 +189,8 @@ def text(
         )
     if not value.strip():
         raise InvalidInputError(f"{what} is empty")
-    if "\x00" in value:
-        raise InvalidInputError(f"{what} contains a NUL character, which PostgreSQL cannot store")
-    if not is_utf8(value):
-        raise InvalidInputError(f"{what} contains a lone surrogate, which is not valid Unicode")
+    if problem := unstorable(value):
+        raise InvalidInputError(f"{what} contains {problem}")
     return value
 
 
@@ -252,6 +249,16 @@ def metadata(value: object, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     return dict(value)
 
 
+def unstorable(value: str) -> str | None:
+    """What in ``value`` PostgreSQL's text and jsonb cannot hold, as the end of an error message
+    (``f"{what} contains {problem}"``), or None."""
+    if "\x00" in value:
+        return "a NUL character, which PostgreSQL cannot store"
+    if not is_utf8(value):
+        return "a lone surrogate, which is not valid Unicode"
+    return None
+
+
 def is_utf8(value: str) -> bool:
     """Whether ``value`` encodes as UTF-8 (lone surrogates, e.g. from bad decoding, do not)."""
     try:
@@ -291,14 +298,8 @@ def _check_json_strings(value: object, max_depth: int) -> None:
         for string in strings:
             if not isinstance(string, str):
                 continue
-            if "\x00" in string:
-                raise InvalidInputError(
-                    "metadata contains a NUL character, which PostgreSQL cannot store"
-                )
-            if not is_utf8(string):
-                raise InvalidInputError(
-                    "metadata contains a lone surrogate, which is not valid Unicode"
-                )
+            if problem := unstorable(string):
+                raise InvalidInputError(f"metadata contains {problem}")
 
 
 def limits(given: object, max_text_length: object) -> Limits:
@@ -477,7 +478,8 @@ def embedding(value: object) -> npt.NDArray[np.float32] | None:
     try:
         vector = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError, OverflowError):
-        raise InvalidInputError(f"embedding must be a list of numbers, got {shown(value)}") from None
+        raise InvalidInputError(
+            f"embedding must be a list of numbers, got {shown(value)}") from None
     if vector.ndim != 1 or not vector.size:
         raise InvalidInputError(f"embedding must be a flat, non-empty vector, got {vector.shape}")
     if not np.isfinite(vector).all() or not np.any(vector):

@@ -58,7 +58,7 @@ AND m.run_id IS NOT NULL
 -- small scope; each {large_scope_<cte>} is the block of that name below, the large scope's path
 -- of CTE <cte>. pgmem composes two statements of it (pgmem/queries.py): `search`, with those
 -- blocks, whose scope_size picks a path at run time, and `search_small`, without them: its plan
--- is a third smaller (14% faster for a small scope at 100,000 memories), and for a larger scope
+-- is a third smaller (faster for a small scope: docs/benchmarks.md), and for a larger scope
 -- it returns only the scope's size, after which pgmem sends `search` (pgmem.scope_sizes).
 --
 -- Both run as prepared statements with a generic plan (without JIT), made once per connection:

@@ -119,7 +119,8 @@ def create_database(server_dsn: str, name: str, template: str | None = None) -> 
 def drop_database(server_dsn: str, name: str) -> None:
     """Drop database ``name``, disconnecting whoever is still on it."""
     with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from pgmem import embedded_server
 
 def postmaster(home: Path) -> int | None:
     """The pid of the embedded postmaster of ``home``, or None."""
-    return embedded_server._postmaster_pid(embedded_server.cluster_dir(home))
+    return embedded_server.postmaster_pid(embedded_server.cluster_dir(home))
 
 
 @contextlib.contextmanager
@@ -31,7 +31,7 @@ def home_folder(prefix: str, name: str = "home") -> Iterator[Path]:
         yield path / name
     finally:
         for pgdata in path.glob(f"{name}/pg[0-9]*"):
-            pid = embedded_server._postmaster_pid(pgdata.resolve())
+            pid = embedded_server.postmaster_pid(pgdata.resolve())
             if pid is not None:  # a failed test left its server running
                 os.kill(pid, signal.SIGTERM)
                 psutil.Process(pid).wait(30)

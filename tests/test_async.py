@@ -68,7 +68,8 @@ def test_memory_and_async_memory_have_the_same_surface() -> None:
     for name in names - methods:  # the configuration, shared
         assert getattr(pgmem.Memory, name) is getattr(pgmem.AsyncMemory, name), name
     # __init__: the same arguments; only what ``db`` may be differs.
-    sync_init, async_init = parameters(pgmem.Memory.__init__), parameters(pgmem.AsyncMemory.__init__)
+    sync_init = parameters(pgmem.Memory.__init__)
+    async_init = parameters(pgmem.AsyncMemory.__init__)
     assert [p[:3] for p in sync_init] == [p[:3] for p in async_init]
     assert sync_init[2:] == async_init[2:]
     assert inspect.iscoroutinefunction(pgmem.AsyncMemory.__aenter__)
@@ -257,7 +258,8 @@ def test_update_delete_and_history(facade: Facade, db_dsn: str) -> None:
         ("ADD", None, "Caroline adopted a puppy named Biscuit in Ottawa"),
         ("UPDATE", "Caroline adopted a puppy named Biscuit in Ottawa",
          "Caroline bought a sailboat in Halifax"),
-        ("UPDATE", "Caroline bought a sailboat in Halifax", "Caroline bought a sailboat in Halifax"),
+        ("UPDATE", "Caroline bought a sailboat in Halifax",
+         "Caroline bought a sailboat in Halifax"),
         ("DELETE", "Caroline bought a sailboat in Halifax", None),
     ]
     assert counts(db_dsn) == {"memories": 0, "entities": 0, "memory_entities": 0, "history": 4}

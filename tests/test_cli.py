@@ -142,7 +142,8 @@ def test_search_has_the_same_default_limit_as_memory_search(
 ) -> None:
     default = inspect.signature(pgmem.Memory.search).parameters["limit"].default
     assert subcommands()["search"].get_default("limit") == default == 20
-    assert f"(default: {default}, as Memory.search)" in " ".join(help_text(capsys, "search").split())
+    shown = " ".join(help_text(capsys, "search").split())
+    assert f"(default: {default}, as Memory.search)" in shown
 
 
 def test_no_command_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
@@ -199,7 +200,9 @@ def test_add_get_update_history_delete(run: Run) -> None:
     assert f"no memory {memory_id}" in run.error("delete", memory_id)
 
 
-def test_global_options_work_after_the_command(run: Run, capsys: pytest.CaptureFixture[str]) -> None:
+def test_global_options_work_after_the_command(
+    run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
     status = cli.main(["add", "Ben bakes bread", "--user", "ben", "--dsn", run.dsn,
                        "--tenant", "shop"])
     out, err = capsys.readouterr()
@@ -263,9 +266,10 @@ def test_import_errors_name_the_line(run: Run, tmp_path: Path) -> None:
     bad_meta.write_text("text,user_id,metadata\nx,u,{nope\n")
     assert f"{bad_meta}, line 2: metadata is not valid JSON" in run.error("import", str(bad_meta))
     one_id = tmp_path / "twice.jsonl"
+    same = '"id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427"'
     one_id.write_text('{"text": "ok", "user_id": "u"}\n'
-                      '{"text": "a", "user_id": "u", "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427"}\n'
-                      '{"text": "b", "user_id": "u", "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427"}\n')
+                      f'{{"text": "a", "user_id": "u", {same}}}\n'
+                      f'{{"text": "b", "user_id": "u", {same}}}\n')
     assert f"{one_id}, line 3: id 1b4e28ba-2fa1-11d2-883f-0016d3cca427 is also line 2's" in (
         run.error("import", str(one_id)))
     assert "No such file" in run.error("import", str(tmp_path / "missing.jsonl"))

@@ -1,10 +1,14 @@
 """The docs cannot drift from the code: the generated references are current, the settings table
-lists every setting, and every `pgmem` command line in README.md and docs/ uses only commands and
-options its `--help` has. Pure: no database."""
+lists every setting, every `pgmem` command line in README.md and docs/ uses only commands and
+options its `--help` has, and so does every `python -m benchmarks.…` command line. Pure: no
+database."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import importlib
+import inspect
 import re
 import shlex
 from pathlib import Path
@@ -88,7 +92,8 @@ def test_every_documented_command_line_exists() -> None:
         if not page.exists() or page.name == "cli.md":
             continue
         for command in _command_lines(page.read_text(encoding="utf-8")):
-            problems += [f"{page.relative_to(ROOT)}: {p}" for p in _problems(command, known, takes_value)]
+            problems += [f"{page.relative_to(ROOT)}: {p}"
+                         for p in _problems(command, known, takes_value)]
     assert problems == []
 
 
@@ -112,3 +117,78 @@ def test_every_relative_link_reaches_a_file() -> None:
             if not path.exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert broken == []
+
+
+# -- the benchmarks' command lines ----------------------------------------------------------------
+
+
+class _Parsed(Exception):
+    """Raised instead of parsing: carries the parser a benchmark's ``main`` built."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+
+def _benchmark_parser(module: str, monkeypatch: pytest.MonkeyPatch) -> argparse.ArgumentParser:
+    """The argument parser of ``python -m <module>``, caught as its ``main`` parses."""
+    found = importlib.import_module(module)
+    if not hasattr(found, "main"):  # a package: its __main__
+        found = importlib.import_module(f"{module}.__main__")
+
+    def catch(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> object:
+        raise _Parsed(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "parse_args", catch)
+        patch.setattr(argparse.ArgumentParser, "parse_known_args", catch)
+        try:
+            found.main(*([[]] if inspect.signature(found.main).parameters else []))
+        except _Parsed as parsed:
+            return parsed.parser
+    raise AssertionError(f"{module}'s main parsed no arguments")
+
+
+def _benchmark_commands(text: str) -> list[str]:
+    """The `python -m benchmarks.…` command lines of a page: in code blocks and inline code."""
+    lines: list[str] = []
+    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.DOTALL):
+        lines.extend(block.replace("\\\n", " ").splitlines())
+    lines.extend(re.findall(r"(?<!`)`([^`\n]*python -m benchmarks\.[^`]+)`(?!`)", text))
+    return [match.group(0) for line in lines for part in re.split(r"&&|\|\||;|\|", line)
+            if (match := re.search(r"python -m benchmarks\.\S+.*", part))]
+
+
+def test_every_documented_benchmark_command_has_its_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsers: dict[str, argparse.ArgumentParser] = {}
+    problems = []
+    for page in DOCS:
+        for command in _benchmark_commands(page.read_text(encoding="utf-8")):
+            try:
+                words = shlex.split(command, comments=True)
+            except ValueError:
+                continue  # a line cut inside quotes: prose, not a command
+            module, options = words[2], [w.split("=", 1)[0] for w in words[3:] if w[0] == "-"]
+            if not options:
+                continue
+            if module not in parsers:
+                parsers[module] = _benchmark_parser(module, monkeypatch)
+            known = parsers[module]._option_string_actions
+            problems += [f"{page.relative_to(ROOT)}: {command!r}: {module} has no option {option}"
+                         for option in options if option not in known]
+    assert problems == []
+    assert {"benchmarks.retrieval", "benchmarks.latency", "benchmarks.report"} <= set(parsers)
+
+
+def test_the_benchmark_check_reads_the_real_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    options = _benchmark_parser("benchmarks.retrieval", monkeypatch)._option_string_actions
+    assert "--conversations" in options and "--no-such-flag" not in options
+    assert _benchmark_commands("run `python -m benchmarks.latency --sizes 10` then") == [
+        "python -m benchmarks.latency --sizes 10"]
+
+
+def test_the_schema_page_describes_every_migration() -> None:
+    revisions = {path.name[:4] for path in (ROOT / "migrations" / "versions").glob("[0-9]*.py")}
+    text = (ROOT / "docs" / "schema.md").read_text(encoding="utf-8")
+    assert {r for r in revisions if f"`{r}`" not in text} == set()

@@ -389,6 +389,7 @@ def test_the_data_of_the_earlier_default_is_opened_in_place(
 def test_a_cluster_of_a_major_the_package_does_not_run_is_refused_untouched(home: Path) -> None:
     (home / "pg15").mkdir(parents=True)
     (home / "pg15" / "PG_VERSION").write_text("15\n")
-    with pytest.raises(pgmem.ConfigurationError, match=r"PostgreSQL 15 cluster.*nothing was changed.*pg_dump"):
+    with pytest.raises(pgmem.ConfigurationError,
+                       match=r"PostgreSQL 15 cluster.*nothing was changed.*pg_dump"):
         EmbeddedServer(home, quiet=True).start()
     assert sorted(p.name for p in home.iterdir()) == ["pg15"]

@@ -28,7 +28,8 @@ PEOPLE = ["Caroline", "Melanie", "Jon", "Gina", "Tim", "Audrey"]
 
 
 def texts(scope: int) -> list[str]:
-    return [f"{PEOPLE[(i + scope) % len(PEOPLE)]} {TOPICS[i % len(TOPICS)]}, day {i} of scope {scope}"
+    return [f"{PEOPLE[(i + scope) % len(PEOPLE)]} {TOPICS[i % len(TOPICS)]}, "
+            f"day {i} of scope {scope}"
             for i in range(PER_SCOPE)]
 
 

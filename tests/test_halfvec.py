@@ -93,7 +93,8 @@ def test_a_large_scope_searches_the_halfvec_hnsw_index(
                     # no island in the graph (15 clusters of near-duplicates left the HNSW walk
                     # stuck in the entry point's cluster now and then).
                     other = base[rng.integers(len(base))]
-                    noisy = vector + rng.uniform(0, 0.6) * other + rng.normal(0, 0.003, vector.shape)
+                    noisy = (vector + rng.uniform(0, 0.6) * other
+                             + rng.normal(0, 0.003, vector.shape))
                     noisy /= np.linalg.norm(noisy)
                     copy.write_row((
                         "alice", text, f"copy{copy_no}-{text}",

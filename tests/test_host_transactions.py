@@ -117,7 +117,9 @@ def sqlalchemy_session(dsn: str, engine: sa.Engine) -> Iterator[tuple[Any, Calla
         session.execute(sa.text("SELECT 1"))  # still usable
 
 
-HOSTS = [psycopg_implicit, psycopg_block, sqlalchemy_connection, sqlalchemy_begun, sqlalchemy_session]
+HOSTS = [
+    psycopg_implicit, psycopg_block, sqlalchemy_connection, sqlalchemy_begun, sqlalchemy_session
+]
 
 
 @pytest.mark.parametrize("host", HOSTS, ids=lambda h: h.__name__)

@@ -112,7 +112,8 @@ def test_prefix_search_matches_whole_labels_as_in_memory(store: PgmemStore) -> N
 @pytest.mark.parametrize(
     "prefix, suffix, max_depth",
     [
-        (None, None, None), (("a",), None, None), (("a", "*"), None, None), (("*", "a"), None, None),
+        (None, None, None), (("a",), None, None), (("a", "*"), None, None),
+        (("*", "a"), None, None),
         (("*", "*", "*"), None, None), (None, ("x",), None), (None, ("*", "x"), None),
         (("a",), ("c",), None), (None, None, 1), (None, None, 2), (("a",), None, 1),
         (("x", "*"), ("a",), None), (("a\\",), None, None), (("a%",), None, None),
@@ -345,7 +346,8 @@ def test_a_query_runs_the_hybrid_search_on_indexed_items(
         filtered = store.search(("m",), query="support group", filter={"k": 1})
         assert {i.key for i in filtered} == {"1", "4"}
         paged = store.search(("m",), query="support group", limit=1, offset=1)
-        assert [i.key for i in paged] == [i.key for i in store.search(("m",), query="support group")][1:2]
+        found = store.search(("m",), query="support group")
+        assert [i.key for i in paged] == [i.key for i in found][1:2]
         assert "5" in {i.key for i in store.search(("m",), query="therapy in a group")}
         assert {i.key for i in store.search(("m", "u1"))} == {"1", "2", "3", "5"}
 

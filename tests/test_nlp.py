@@ -1,20 +1,17 @@
 """The analysis against the full spaCy pipeline as spaCy loads it: the fast paths (the pipeline
 called on one text, its facts read once; the networks multiplying with NumPy on one OpenBLAS
-thread) find the same lemmas and entities, alone and in batches, on LoCoMo's dev questions when
-``../shared/data`` is there and on questions written here."""
+thread) find the same lemmas and entities, alone and in batches, on LoCoMo's questions when
+``$PGMEM_LOCOMO`` names its file (benchmarks.dialogues) and on questions written here."""
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import pytest
 
 import pgmem
+from benchmarks import dialogues
 from pgmem.nlp import DEFAULT_MODELS, Analysis, _entities, _lexemes
 from pgmem.spacy_ops import _openblas_threads
 
-DEV_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 SAMPLE = 1000  # dev questions compared (of ~1,000): all of them
 
 WRITTEN = [
@@ -33,10 +30,10 @@ WRITTEN = [
 
 def questions() -> list[str]:
     found = list(WRITTEN)
-    if DEV_DATA.exists():
+    if dialogues.DEFAULT_DATA and dialogues.DEFAULT_DATA.is_file():
         dev = [
             q["question"]
-            for c in json.loads(DEV_DATA.read_text(encoding="utf-8"))["conversations"]
+            for c in dialogues.load_conversations(dialogues.DEFAULT_DATA)
             for q in c["questions"]
         ]
         found += dev[:: max(1, len(dev) // SAMPLE)]

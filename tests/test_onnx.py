@@ -57,7 +57,9 @@ def test_threads_racing_the_first_use_export_once_into_the_cache(
     assert files == ["model.onnx", "settings.json", "tokenizer.json"]  # no temporary left
 
 
-def test_onnx_vectors_are_torchs(onnx: OnnxEmbedder, embedder: pgmem.SentenceTransformerEmbedder) -> None:
+def test_onnx_vectors_are_torchs(
+    onnx: OnnxEmbedder, embedder: pgmem.SentenceTransformerEmbedder
+) -> None:
     expected = embedder.embed(TEXTS)
     got = onnx.embed(TEXTS)
     assert got.shape == expected.shape == (len(TEXTS), 384)
@@ -90,7 +92,8 @@ def test_int8_vectors_are_a_model_of_their_own(
     with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as memory:
         assert memory.search("Who paints?", user_id="u")[0].text.startswith("Melanie")
     with pgmem.Memory(db_dsn, embedder=int8, nlp=analyzer) as memory:
-        with pytest.raises(pgmem.ModelMismatchError, match=r"embedder is '.*all-MiniLM-L6-v2 \(int8\)'"):
+        with pytest.raises(pgmem.ModelMismatchError,
+                           match=r"embedder is '.*all-MiniLM-L6-v2 \(int8\)'"):
             memory.add("Caroline went to a support group.", user_id="u")
         with pytest.raises(pgmem.ModelMismatchError):
             memory.search("Who paints?", user_id="u")

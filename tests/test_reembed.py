@@ -119,7 +119,8 @@ def test_reembed_to_3072_halfvec_online(
     def on_progress(done: int, total: int) -> None:
         # The application, still on MiniLM, writes while the copy runs.
         if "added" not in during:
-            during["added"] = old.add("Alice started learning the cello in October", user_id="alice")
+            during["added"] = old.add(
+                "Alice started learning the cello in October", user_id="alice")
             changed = old.search("Where does Alice live now?", user_id="alice", limit=1)[0]
             during["updated"] = old.update(
                 changed.id, text="Alice moved from Lisbon to Madrid in the autumn"

@@ -135,7 +135,8 @@ def check(outcome: Outcome, dsn: str, analyzer: pgmem.TextAnalyzer, mem: pgmem.M
     analyses = analyzer.analyze_many([text for _, text in texts])
     for (memory_id, _), analysis in zip(outcome.added.items(), analyses):
         assert links.get(memory_id, set()) == {e.name for e in analysis.entities}
-    assert {"helga norberg", "tbilisi"} <= {n for (n,) in rows(dsn, "SELECT name FROM pgmem.entities")}
+    names = {n for (n,) in rows(dsn, "SELECT name FROM pgmem.entities")}
+    assert {"helga norberg", "tbilisi"} <= names
     # and search still answers in scope
     for hit in mem.search("Helga Norberg in Tbilisi", user_id="user0", limit=20):
         assert hit.user_id == "user0"

@@ -513,4 +513,5 @@ def test_the_database_is_intact(seeded: tuple[str, pgmem.Memory, list[uuid.UUID]
     assert counts(dsn)["memories"] == len(SEEDS)
     assert {m.id for m in mem.get_all(user_id="alice").items} == set(ids)
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM pgmem.history WHERE event <> 'ADD'").fetchone() == (0,)
+        changed = conn.execute("SELECT count(*) FROM pgmem.history WHERE event <> 'ADD'")
+        assert changed.fetchone() == (0,)

@@ -116,7 +116,8 @@ def test_no_leg_returns_another_users_memory(
                 assert_in_scope(hit, user_id=user)
                 assert hit.id in own
                 used_legs.update(hit.explain.legs)
-    expected = {"hybrid": {"semantic", "keyword", "entity"}, "keyword+entity": {"keyword", "entity"}}
+    expected = {"hybrid": {"semantic", "keyword", "entity"},
+                "keyword+entity": {"keyword", "entity"}}
     assert used_legs == expected.get(mode, {mode})
 
 

@@ -141,7 +141,9 @@ def test_metadata_size_is_a_limit_error_naming_its_setting(offline: pgmem.Memory
 
 # -- 3. connections ----------------------------------------------------------------------------
 
-def test_an_exhausted_pool_is_not_a_failed_server(db_dsn: str, analyzer: pgmem.TextAnalyzer) -> None:
+def test_an_exhausted_pool_is_not_a_failed_server(
+    db_dsn: str, analyzer: pgmem.TextAnalyzer
+) -> None:
     with pgmem.Memory(db_dsn, embedder=HashEmbedder(), nlp=analyzer, pool_max_size=2,
                       pool_timeout=1) as mem:
         mem.get_all(user_id="u")  # opens the pool

@@ -42,7 +42,9 @@ def scope_of(i: int) -> str:
     return "big" if i < BIG_SCOPE_ROWS else f"small{i % SMALL_SCOPES}"
 
 
-def fill(dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer) -> None:
+def fill(
+    dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
     """50,000 memories in the migrated database ``dsn``: 1,000 sentences with noise on their
     embeddings, HNSW built afterwards."""
     texts = sentences()

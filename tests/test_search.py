@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 # Seventy memories about a router: semantically closer to the queries below than the targets.
-ROUTER_NOTES = [f"The office router was rebooted again on day {i} of the network outage" for i in range(70)]
+ROUTER_NOTES = [
+    f"The office router was rebooted again on day {i} of the network outage" for i in range(70)
+]
 
 
 def add_all(mem: pgmem.Memory, texts: list[str], user_id: str = "u1") -> None:
@@ -49,7 +51,8 @@ def test_a_memory_only_the_keyword_leg_finds_is_returned(memory: pgmem.Memory) -
     query = "router outage reboot zq7781"
 
     semantic = memory.search(query, user_id="u1", limit=60, mode="semantic")
-    assert target.id not in {h.id for h in semantic}, "the target must be out of the semantic top 60"
+    assert target.id not in {h.id for h in semantic}, (
+        "the target must be out of the semantic top 60")
 
     hits = memory.search(query, user_id="u1", limit=10)
     found = {h.id: h for h in hits}

@@ -103,7 +103,8 @@ def test_a_cluster_folder_of_another_user_is_refused(base: Path) -> None:
     user = attacks.nobody()
     (home / "pg18").mkdir(mode=0o700)
     os.chown(home / "pg18", user.pw_uid, user.pw_gid)
-    with pytest.raises(pgmem.ConfigurationError, match=r"pg18 belongs to nobody .* not to pgserver"):
+    with pytest.raises(pgmem.ConfigurationError,
+                       match=r"pg18 belongs to nobody .* not to pgserver"):
         pgmem.embedded_server.EmbeddedServer(home, quiet=True).start(migrate=False)
     assert (home / "pg18").stat().st_uid == user.pw_uid  # not taken over
     assert list((home / "pg18").iterdir()) == []

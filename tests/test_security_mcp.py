@@ -92,7 +92,8 @@ def test_http_needs_the_token_and_a_pinned_token_reads_only_its_scope(http_serve
         assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
         assert "resource_metadata=" in challenge
     # a session stays with the credential that opened it
-    opened = httpx2.post(url, json=initialize, headers={**headers, "Authorization": f"Bearer {ALICE}"})
+    opened = httpx2.post(
+        url, json=initialize, headers={**headers, "Authorization": f"Bearer {ALICE}"})
     assert opened.status_code == 200, opened.text
     session = opened.headers["mcp-session-id"]
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}

@@ -157,4 +157,5 @@ def test_the_scope_hash_is_stable_and_tells_scopes_apart() -> None:
     assert first == tracing.scope_hash("alice", None, None)
     assert first is not None and len(first) == 16 and "alice" not in first
     assert len({first, tracing.scope_hash(None, "alice", None),
-                tracing.scope_hash("alice", "a1", None), tracing.scope_hash("bob", None, None)}) == 4
+                tracing.scope_hash("alice", "a1", None),
+                tracing.scope_hash("bob", None, None)}) == 4

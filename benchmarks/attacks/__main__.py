@@ -28,7 +28,8 @@ def all_attacks() -> list[Attack]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.attacks", description=__doc__)
-    parser.add_argument("--dsn", help="a server to attack (default: PGMEM_BENCH_DSN / PGMEM_TEST_DSN)")
+    parser.add_argument("--dsn",
+                        help="a server to attack (default: PGMEM_BENCH_DSN / PGMEM_TEST_DSN)")
     parser.add_argument("--only", help="run the attacks whose name contains this")
     args = parser.parse_args(argv)
     target = Target(dsn=server_dsn(args.dsn))

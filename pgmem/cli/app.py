@@ -43,7 +43,8 @@ GROUPS: tuple[Callable[[Commands], None], ...] = (
 
 
 def global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
-    """``--dsn``, ``--read-dsn``, ``--schema``, ``--tenant``; with ``suppress``, for a subcommand (no default,
+    """``--dsn``, ``--read-dsn``, ``--schema``, ``--tenant``; with ``suppress``, for a subcommand
+    (no default,
     so that an option given before the command is not reset)."""
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument(

@@ -479,10 +479,10 @@ class _Background:
 
     def _ensure_postgres(self) -> None:
         """Start PostgreSQL again if it died (killed, OOM) while this process held it."""
-        from pgmem.embedded_server import _postmaster_pid
+        from pgmem.embedded_server import postmaster_pid
 
         with self.server_lock:
-            if _postmaster_pid(self.server.pgdata) is None:
+            if postmaster_pid(self.server.pgdata) is None:
                 logger.warning("pgmem server: PostgreSQL was not running; starting it again")
                 self.server.stop()
                 self.server.start()

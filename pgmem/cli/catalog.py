@@ -11,7 +11,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgmem.errors import translate
-from pgmem.migrate import _wrap_sqlalchemy_errors, engine_for, schema_dimension, schema_revision
+from pgmem.migrate import engine_for, schema_dimension, schema_revision, sqlalchemy_errors
 from pgmem.queries import sql_blocks
 
 
@@ -42,7 +42,7 @@ def schema_state(dsn: str, schema: str) -> tuple[str | None, int | None]:
     """The schema's Alembic revision and embedding dimension (None, None when absent)."""
     engine = engine_for(dsn)
     try:
-        with _wrap_sqlalchemy_errors(), engine.connect() as connection:
+        with sqlalchemy_errors(), engine.connect() as connection:
             return schema_revision(connection, schema), schema_dimension(connection, schema)
     finally:
         engine.dispose()

@@ -25,7 +25,8 @@ class Commands:
     """Where a group of commands adds its subcommands (each group's ``register(commands)``).
 
     :meth:`add` gives a subcommand the global options (``--dsn``, ``--read-dsn``, ``--schema``,
-    ``--tenant``, ``--no-server``, accepted after the command too) and its handler, ``handler(args, session)
+    ``--tenant``, ``--no-server``, accepted after the command too) and its handler, ``handler(args,
+    session)
     -> status``; with ``autostart``, the command starts the background server on the embedded
     default when none runs (:func:`pgmem.cli.session.autostart`).
     """

@@ -18,7 +18,7 @@ from typing import Any, TypedDict, TypeVar
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pgmem.compat.mem0_filters import SCOPE_KEYS, all_of, mem0_filters, scope_args
+from pgmem.compat.mem0_filters import all_of, mem0_filters, scope_args
 from pgmem.effects import Operation, Steps, result_of, transaction
 from pgmem.embedding import SentenceTransformerEmbedder
 from pgmem.errors import (
@@ -29,7 +29,7 @@ from pgmem.errors import (
     ScopeError,
 )
 from pgmem.operations import Configured, Operations
-from pgmem.queries import sql_blocks
+from pgmem.queries import SCOPE_IDS, sql_blocks
 from pgmem.results import MemoryRecord, SearchHit
 from pgmem.store import Statement
 from pgmem.validate import ScopeId
@@ -43,7 +43,7 @@ Call = Generator[Operation[Any], Any, T]
 # Payload keys Mem0 shows at the top level of a result rather than in its "metadata".
 PROMOTED_KEYS = ("actor_id", "role", "attributed_to", "expiration_date")
 # Keys caller metadata may not set: the scope comes from the scope arguments only.
-IDENTITY_KEYS = (*SCOPE_KEYS, "actor_id")
+IDENTITY_KEYS = (*SCOPE_IDS, "actor_id")
 PROCEDURAL_MEMORY = "procedural_memory"
 MAX_PAGE = 1000  # pgmem's largest get_all page
 #: Mem0's default ``collection_name``.
@@ -507,7 +507,7 @@ def result_item(
         item["score"] = score
     item["created_at"] = _iso(record.created_at)
     item["updated_at"] = _iso(record.updated_at)
-    for key in SCOPE_KEYS:
+    for key in SCOPE_IDS:
         if getattr(record, key) is not None:
             item[key] = getattr(record, key)
     for key in PROMOTED_KEYS:
@@ -547,7 +547,7 @@ class _Ids(TypedDict):
 def _guard(user_id: object, agent_id: object, run_id: object) -> _Guard:
     """The scope ids guarding a call by id (None: not given), checked as Mem0 checks ids."""
     given = scope_args(user_id, agent_id, run_id)
-    ids = {key: None if given.get(key) is None else str(given[key]) for key in SCOPE_KEYS}
+    ids = {key: None if given.get(key) is None else str(given[key]) for key in SCOPE_IDS}
     return _Guard(user_id=ids["user_id"], agent_id=ids["agent_id"], run_id=ids["run_id"])
 
 
@@ -622,7 +622,8 @@ def _messages(messages: object) -> list[dict[str, Any]]:
     else:
         raise ValidationError(
             "messages must be str, dict, or list[dict]", "VALIDATION_003",
-            {"provided_type": type(messages).__name__, "valid_types": ["str", "dict", "list[dict]"]},
+            {"provided_type": type(messages).__name__,
+             "valid_types": ["str", "dict", "list[dict]"]},
             "Convert your input to a string, dictionary, or list of dictionaries.",
         )
     kept = []

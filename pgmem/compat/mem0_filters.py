@@ -16,15 +16,14 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from pgmem.errors import FilterError, FilterLimitError, InvalidInputError, ScopeError
-from pgmem.filters import MAX_DEPTH
+from pgmem.filters import COMBINATORS, MAX_DEPTH
+from pgmem.queries import SCOPE_IDS
 from pgmem.validate import ANY, ScopeId
 
-__all__ = ["SCOPE_KEYS", "WILDCARD", "entity_id", "mem0_filters", "scope_args"]
+__all__ = ["SCOPE_IDS", "WILDCARD", "entity_id", "mem0_filters", "scope_args"]
 
-SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 #: Mem0's "any value" (of a metadata key, or of a scope id in a read).
 WILDCARD = "*"
-_COMBINATORS = {"AND": "AND", "$and": "AND", "OR": "OR", "$or": "OR", "NOT": "NOT", "$not": "NOT"}
 # Operators that hold only on a present, non-null value: their "true" needs no presence test.
 _PRESENT_ONLY = ("eq", "gt", "gte", "lt", "lte", "in", "text_contains", "text_icontains")
 # Mem0's contains / icontains: LIKE / ILIKE on the value's text (payload->>key), JSON text for
@@ -76,7 +75,7 @@ def scope_args(
         InvalidInputError: an id is blank or holds a space.
     """
     checked = {
-        name: entity_id(value, name) for name, value in zip(SCOPE_KEYS, (user_id, agent_id, run_id))
+        name: entity_id(value, name) for name, value in zip(SCOPE_IDS, (user_id, agent_id, run_id))
     }
     scope = {name: str(value) for name, value in checked.items() if value is not None}
     if required and not scope:
@@ -91,7 +90,8 @@ def mem0_filters(
     run_id: object = None,
 ) -> tuple[dict[str, ScopeId], Filter]:
     """Split Mem0's ``filters`` into the scope (its ``user_id`` / ``agent_id`` / ``run_id``,
-    where ``"*"`` is any value, with the keyword ids, which are literal names) and a :mod:`pgmem.filters` metadata filter that
+    where ``"*"`` is any value, with the keyword ids, which are literal names) and a
+    :mod:`pgmem.filters` metadata filter that
     matches the memories Mem0's matches: ``{"key": "*"}`` is "has the key", ``{"key": [..]}``
     is ``in``, ``NOT: [a, b]`` is "neither a nor b", and a condition on a key a memory lacks
     leaves it out, even under ``ne``, ``nin`` or ``NOT``.
@@ -109,7 +109,7 @@ def mem0_filters(
     scope: dict[str, ScopeId] = dict(keywords)
     parts: list[Filter] = []
     for key, value in filters.items():
-        if key in SCOPE_KEYS:
+        if key in SCOPE_IDS:
             checked = entity_id(value, key, wildcard=True)
             if checked is None:
                 continue
@@ -150,8 +150,8 @@ def _entry(key: str, value: Any, depth: int) -> _Truth | None:
         raise FilterLimitError(
             f"filters nest deeper than {MAX_DEPTH} levels; the limit is {MAX_DEPTH}"
         )
-    if key in _COMBINATORS:
-        name = _COMBINATORS[key]
+    if key in COMBINATORS:
+        name = COMBINATORS[key]
         if not isinstance(value, (list, tuple)) or (not value and name != "AND"):
             raise FilterError(_NEEDS_LIST[name])
         if not value:
@@ -192,7 +192,7 @@ def _group(condition: object, where: str, depth: int) -> _Truth:
         )
     parts = []
     for key, value in condition.items():
-        if key in SCOPE_KEYS:
+        if key in SCOPE_IDS:
             raise FilterError(
                 f"{where}: {key} may only appear at the top level of filters (it is the scope)"
             )

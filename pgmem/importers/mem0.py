@@ -56,7 +56,7 @@ from pgmem.errors import (
     translate,
 )
 from pgmem.memory import Memory, run
-from pgmem.queries import sql_blocks
+from pgmem.queries import SCOPE_IDS, sql_blocks
 from pgmem.store import Statement
 
 __all__ = ["IMPORTER", "ImportReport", "import_collection", "memory_item"]
@@ -66,7 +66,6 @@ T = TypeVar("T")
 
 #: ``origin ->> 'importer'`` of the memories this importer wrote.
 IMPORTER = "mem0"
-SCOPE_KEYS = ("user_id", "agent_id", "run_id")
 #: Payload keys that are Mem0's own bookkeeping, not the memory's metadata.
 MEM0_KEYS = ("data", "text", "hash", "created_at", "updated_at", "text_lemmatized", "id")
 #: How many stored vectors are compared with the embedder's before reusing them.
@@ -285,8 +284,8 @@ def _compared(
     if stored["item"]:
         raise InvalidInputError(f"{where}: pgmem holds a store item with this id; nothing was "
                                 "imported")
-    scope = {key: stored[key] for key in SCOPE_KEYS}
-    if scope != {key: item[key] for key in SCOPE_KEYS}:
+    scope = {key: stored[key] for key in SCOPE_IDS}
+    if scope != {key: item[key] for key in SCOPE_IDS}:
         raise InvalidInputError(f"{where}: pgmem holds a memory with this id in another scope; "
                                 "nothing was imported")
     mark = stored["origin"] if isinstance(stored["origin"], Mapping) else None
@@ -375,8 +374,8 @@ def memory_item(row: Mapping[str, Any], *, keep_vector: bool) -> dict[str, Any]:
     item: dict[str, Any] = {
         "id": row["id"],
         "text": text,
-        **{key: _scope_id(payload.get(key)) for key in SCOPE_KEYS},
-        "metadata": {k: v for k, v in payload.items() if k not in MEM0_KEYS + SCOPE_KEYS},
+        **{key: _scope_id(payload.get(key)) for key in SCOPE_IDS},
+        "metadata": {k: v for k, v in payload.items() if k not in MEM0_KEYS + SCOPE_IDS},
         "created_at": _timestamp(payload.get("created_at"), row["id"]),
         "updated_at": _timestamp(payload.get("updated_at"), row["id"]),
     }
@@ -388,7 +387,7 @@ def memory_item(row: Mapping[str, Any], *, keep_vector: bool) -> dict[str, Any]:
 
 def _version(item: Mapping[str, Any]) -> str:
     """A hash of what a row says about its memory: text, scope and metadata."""
-    said = [item["text"], *(item[key] for key in SCOPE_KEYS), item["metadata"]]
+    said = [item["text"], *(item[key] for key in SCOPE_IDS), item["metadata"]]
     text = json.dumps(said, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
-from benchmarks.dialogues import Item, parse_evidence, task_memories, task_questions, turn_text
+from benchmarks.dialogues import (
+    DEV_CONVERSATIONS,
+    Item,
+    load_conversations,
+    parse_evidence,
+    task_memories,
+    task_questions,
+    turn_text,
+)
 from benchmarks.metrics import (
     Scores,
     dcg,
@@ -101,7 +111,8 @@ def test_ndcg_gives_binary_gain_to_a_memory_covering_several_ids() -> None:
 
 def test_reciprocal_rank_of_the_first_relevant_memory() -> None:
     assert reciprocal_rank([("D1:2",)], EVIDENCE) == 1.0
-    assert reciprocal_rank([("D9:9",), ("D8:8",), ("D1:1",), ("D1:2",)], EVIDENCE) == pytest.approx(1 / 3)
+    ranking = [("D9:9",), ("D8:8",), ("D1:1",), ("D1:2",)]
+    assert reciprocal_rank(ranking, EVIDENCE) == pytest.approx(1 / 3)
 
 
 def test_reciprocal_rank_is_zero_past_the_depth_or_without_a_hit() -> None:
@@ -169,3 +180,45 @@ def test_questions_skip_category_five_and_count_relevant_memories() -> None:
     )
     observations = task_memories(conversation, "observations")
     assert task_questions(conversation, observations)[0].n_relevant == 1
+
+
+# -- which conversations -------------------------------------------------------------------------
+
+
+def _sample(sample_id: str) -> dict[str, object]:
+    """A conversation of locomo10.json as published: two sessions, one question."""
+    return {
+        "sample_id": sample_id,
+        "conversation": {
+            "speaker_a": "Ana", "speaker_b": "Ben",
+            "session_1_date_time": "1 May 2023", "session_2_date_time": "2 May 2023",
+            "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "I moved to Porto."}],
+            "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "Look!",
+                           "blip_caption": "a dog"}],
+        },
+        "observation": {"session_1_observation": {"Ana": [["Ana moved to Porto.", "D1:1"]]}},
+        "qa": [{"question": "Where did Ana move?", "answer": "Porto", "category": 1,
+                "evidence": ["D1:1"]}],
+    }
+
+
+def test_locomo10_is_read_as_published_and_conversations_are_chosen(tmp_path: Path) -> None:
+    path = tmp_path / "locomo10.json"
+    ids = [f"conv-{n}" for n in (26, 30, 41, 42, 43, 44)]
+    path.write_text(json.dumps([_sample(i) for i in ids]), encoding="utf-8")
+    every = load_conversations(path)
+    assert [c["id"] for c in every] == ids
+    assert [turn_text(t) for t in every[0]["turns"]] == [
+        "Ana: I moved to Porto.", "Ben: Look! [shares a photo of a dog]"]
+    assert every[0]["observations"][0]["dia_ids"] == ["D1:1"]
+    assert [c["id"] for c in load_conversations(path, "dev")] == list(DEV_CONVERSATIONS)
+    assert [c["id"] for c in load_conversations(path, "2")] == ids[:2]
+    assert [c["id"] for c in load_conversations(path, "conv-44,conv-26")] == ["conv-44", "conv-26"]
+    with pytest.raises(SystemExit, match="no conv-99"):
+        load_conversations(path, "conv-99")
+
+
+def test_no_data_says_where_to_download_it(tmp_path: Path) -> None:
+    for missing in (None, tmp_path / "nowhere.json"):
+        with pytest.raises(SystemExit, match="snap-research/LoCoMo.*--data PATH.*PGMEM_LOCOMO"):
+            load_conversations(missing)

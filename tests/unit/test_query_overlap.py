@@ -77,7 +77,8 @@ class ThreadRecordingEmbedder:
 def test_the_query_embeds_where_the_embedder_says(overlaps: bool | None, beside: bool) -> None:
     embedder, analyzer = ThreadRecordingEmbedder(overlaps), ThreadRecordingAnalyzer()
     ops = made(embedder, analyzer)
-    analysis, vectors = ops.models.query_vectors("where is the crate?", 4, ops.models.languages.get())
+    analysis, vectors = ops.models.query_vectors(
+        "where is the crate?", 4, ops.models.languages.get())
     assert analysis.lexemes == ("where is the crate?",) and vectors.shape == (2, 4)
     caller = threading.current_thread().name
     assert analyzer.threads == [caller]
@@ -145,7 +146,8 @@ def apart_operations(overlaps: bool) -> tuple[operations.Operations, list[str]]:
 
 def test_beside_an_analysis_in_another_process_the_query_embeds_in_the_calling_thread() -> None:
     ops, events = apart_operations(overlaps=True)
-    analysis, vectors = ops.models.query_vectors("where is the crate?", 4, ops.models.languages.get())
+    analysis, vectors = ops.models.query_vectors(
+        "where is the crate?", 4, ops.models.languages.get())
     assert analysis.lexemes == ("where is the crate?",) and vectors.shape == (2, 4)
     # Sent, embedded while the other process works, waited for; then the entity name.
     assert events == ["sent", "embed 1", "waited", "analyze", "embed 1"]

@@ -113,7 +113,8 @@ def test_fusion_weighs_entities_by_the_scopes_size() -> None:
 def test_entity_boost_takes_the_best_entity() -> None:
     hits = [(0.9, 100), (0.6, 1), (0.8, 10)]
     assert scoring.entity_boost(hits) == pytest.approx(max(
-        0.9 * 0.5 * scoring.spread_attenuation(100), 0.6 * 0.5, 0.8 * 0.5 * scoring.spread_attenuation(10)
+        0.9 * 0.5 * scoring.spread_attenuation(100), 0.6 * 0.5,
+        0.8 * 0.5 * scoring.spread_attenuation(10),
     ))
     assert scoring.entity_boost(hits) == pytest.approx(0.8 * 0.5 * 1 / (1 + 0.001 * 81))
     assert scoring.entity_boost([]) == 0.0
@@ -207,13 +208,15 @@ def test_the_seed_profile_keeps_the_seed_table_exactly(
 ) -> None:
     # the scope's size is ignored: the seed squashes the raw BM25 with its table alone
     for n_docs in (81.0, 1e6, None):
-        assert scoring.MEM0.normalize_keyword(raw, n_terms, n_docs) == pytest.approx(expected, abs=1e-9)
+        normalized = scoring.MEM0.normalize_keyword(raw, n_terms, n_docs)
+        assert normalized == pytest.approx(expected, abs=1e-9)
 
 
 def test_the_seed_profile_fuses_as_the_seed_did() -> None:
     seed = scoring.MEM0
     assert (seed.semantic_weight, seed.keyword_weight, seed.entity_weight) == (1.0, 1.0, 0.5)
-    assert (seed.keyword, seed.entity_min_similarity, seed.entity_sharpness) == ("sigmoid", 0.5, 0.0)
+    assert (seed.keyword, seed.entity_min_similarity, seed.entity_sharpness) == (
+        "sigmoid", 0.5, 0.0)
     assert seed.entity_boost([(0.54, 1)]) == pytest.approx(0.27)
     assert seed.entity_boost([(0.49, 1)]) == 0.0
     (fused,) = fuse(
@@ -258,7 +261,8 @@ def test_the_default_entity_curve_keeps_exact_names_and_fades_loose_ones() -> No
 
 
 def test_profiles_are_named() -> None:
-    assert scoring.SCORINGS == {"default": scoring.DEFAULT, "mem0": scoring.MEM0, "seed": scoring.MEM0}
+    assert scoring.SCORINGS == {
+        "default": scoring.DEFAULT, "mem0": scoring.MEM0, "seed": scoring.MEM0}
 
 
 def test_an_unknown_scoring_profile_is_a_configuration_error() -> None:
@@ -272,7 +276,9 @@ def test_an_unknown_scoring_profile_is_a_configuration_error() -> None:
         assert memory.scoring == "mem0"  # the older name of the same profile
 
 
-def _fuse_neighbours(profile: scoring.Scoring, answer_semantic: float) -> dict[object, scoring.Fused]:
+def _fuse_neighbours(
+    profile: scoring.Scoring, answer_semantic: float
+) -> dict[object, scoring.Fused]:
     question = Signals("question", semantic=0.8, keyword_raw=None, later=(("answer", 1),))
     answer = Signals("answer", semantic=answer_semantic, keyword_raw=None,
                      earlier=(("question", 1),), later=(("later", 1),))
