@@ -460,7 +460,8 @@ class Operations:
         return (
             yield from transaction(
                 lambda capabilities: insert_steps(
-                    self.store, self.tenant, params, vectors_of, first, routed=capabilities.citus
+                    self.store, self.tenant, params, vectors_of, first, routed=capabilities.citus,
+                    items=items if any(_restores(item) for item in items) else (),
                 ),
                 pipeline=True,
             )
@@ -577,6 +578,11 @@ class Operations:
             signals=signals,
             legs=checked_legs,
         )
+
+
+def _restores(item: NewMemory) -> bool:
+    """Whether an item brings what an export restores after the insert (pgmem.exporting)."""
+    return item.expires_at is not None or item.origin is not None or item.history is not None
 
 
 class Configured:

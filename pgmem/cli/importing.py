@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import re
@@ -12,6 +13,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pgmem import exporting
 from pgmem.cli import mem0
 from pgmem.cli.options import (
     NO_SCOPE,
@@ -23,11 +25,13 @@ from pgmem.cli.options import (
     scope_options,
 )
 from pgmem.cli.session import Session
+from pgmem.embedding_space import embedder_name
 from pgmem.errors import InvalidInputError
 from pgmem.queries import SCOPE_IDS
 
 if TYPE_CHECKING:
     from pgmem.memory import Memory
+    from pgmem.results import AddResult
 
 DEMO_FILE = "demo/memories.jsonl"
 
@@ -84,16 +88,24 @@ def import_rows(
     batch_size: int = 64,
     scope: ScopeArgs | None = None,
 ) -> tuple[int, int]:
-    """add_many with a progress bar; (memories stored, duplicates skipped)."""
+    """add_many with a progress bar; (memories stored, duplicates skipped). The rows of a
+    ``pgmem export`` file: its first line checked (:func:`pgmem.exporting.check_header`) and
+    left out, and the lines of each text search configuration (``ts_config``) added with it."""
+    rows = exporting.checked_rows(rows, source, lambda: embedder_name(memory.embedder))
     progress = ProgressBar("importing", len(rows))
+    results: list[AddResult] = []
     try:
-        results = memory.add_many(
-            [item for _, item in rows], batch_size=batch_size, on_progress=progress,
-            **(scope or NO_SCOPE),
-        )
+        for config, group in exporting.by_ts_config(rows):
+            results.extend(memory.add_many(
+                [item for _, item in group], batch_size=batch_size, ts_config=config,
+                on_progress=functools.partial(_progress, progress, len(results), len(rows)),
+                **(scope or NO_SCOPE),
+            ))
     except InvalidInputError as exc:
         # add_many names an item by index; say which line of the file it came from.
         match = re.match(r"items\[(\d+)\]: (.*)", str(exc), re.DOTALL)
+        # an index into the group that failed: its rows follow those already added
+        rows = rows[len(results):]
         if match and int(match[1]) < len(rows):
             detail = re.sub(  # another item it names ("... is also items[1]'s")
                 r"items\[(\d+)\]",
@@ -106,6 +118,11 @@ def import_rows(
         progress.finish()
     duplicates = sum(r.duplicate for r in results)
     return len(results) - duplicates, duplicates
+
+
+def _progress(progress: ProgressBar, before: int, total: int, done: int, _: int) -> None:
+    """A group's progress as the import's: ``before`` items were added in earlier groups."""
+    progress(before + done, total)
 
 
 def _read_text(path: str) -> str:
