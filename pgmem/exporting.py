@@ -19,8 +19,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-import numpy as np
-
 from pgmem import validate
 from pgmem.effects import Operation, stream
 from pgmem.errors import InvalidInputError, ScopeError
@@ -164,7 +162,7 @@ class _Writer:
 
     def take(self, rows: list[Row]) -> None:
         self.out.write("".join(
-            _dumps(memory_line(row, vectors=self.vectors, history=self.history)) for row in rows
+            encoded_line(row, vectors=self.vectors, history=self.history) for row in rows
         ))
         self.done += len(rows)
         if self.on_progress is not None:
@@ -205,12 +203,22 @@ def header(
     }
 
 
-def memory_line(row: Mapping[str, Any], *, vectors: bool, history: bool) -> dict[str, Any]:
+def encoded_line(row: Mapping[str, Any], *, vectors: bool, history: bool) -> str:
+    """:func:`memory_line` as a line of JSON; with ``vectors``, the row's ``embedding`` (the
+    vector's text, a JSON array that reads back to the same float32 values) written in as it
+    is, last."""
+    text = _dumps(memory_line(row, history=history))
+    if not vectors:
+        return text
+    return f'{text[:-2]}, "embedding": {row["embedding"]}}}\n'
+
+
+def memory_line(row: Mapping[str, Any], *, history: bool) -> dict[str, Any]:
     """A memory as an item of :meth:`pgmem.Memory.add_many` keeps it: id, text, scope ids
     (None included: a line never takes an import's default scope), metadata, ``created_at``
     and ``updated_at`` (ISO 8601), its text search configuration (``ts_config``), expiry and
-    origin when set; with ``vectors`` its ``embedding`` (the float32 values, exactly), with
-    ``history`` its events, oldest first."""
+    origin when set; with ``history`` its events, oldest first (the vector is added by
+    :func:`encoded_line`)."""
     line: dict[str, Any] = {
         "id": str(row["id"]),
         "text": row["text"],
@@ -226,8 +234,6 @@ def memory_line(row: Mapping[str, Any], *, vectors: bool, history: bool) -> dict
         line["expires_at"] = _time(row["expires_at"])
     if row["origin"] is not None:
         line["origin"] = row["origin"]
-    if vectors:
-        line["embedding"] = _floats(row["embedding"])
     if history:
         line["history"] = [
             {"event": event, "old_text": old, "new_text": new, "created_at": _time(at)}
@@ -237,13 +243,6 @@ def memory_line(row: Mapping[str, Any], *, vectors: bool, history: bool) -> dict
             )
         ]
     return line
-
-
-def _floats(vector: Any) -> list[float]:
-    """A vector's float32 values as Python floats (each exact: JSON writes it so that it
-    reads back to the same float32)."""
-    values = vector.to_numpy() if hasattr(vector, "to_numpy") else vector
-    return np.asarray(values, dtype=np.float32).tolist()  # type: ignore[no-any-return]
 
 
 def _time(value: datetime) -> str:

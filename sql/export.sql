@@ -13,11 +13,13 @@ SELECT (SELECT count(*) FROM {schema}.memories m WHERE {scope} AND m.namespace I
  WHERE e.role = 'current'
 
 -- name: export_columns
--- A memory's columns as an export writes them; its vector only with %(vectors)s, its history
--- (four parallel arrays, in the order the events were written) only with %(history)s.
+-- A memory's columns as an export writes them; its vector only with %(vectors)s, as pgvector's
+-- text (a JSON array of each float32's shortest exact decimal, made here in C: the client
+-- writes it as it comes), its history (four parallel arrays, in the order the events were
+-- written) only with %(history)s.
 m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at, m.updated_at,
        m.ts_config, m.expires_at, m.origin,
-       CASE WHEN %(vectors)s::boolean THEN m.embedding::vector END AS embedding,
+       CASE WHEN %(vectors)s::boolean THEN m.embedding::vector::text END AS embedding,
        h.events, h.old_texts, h.new_texts, h.event_times
   FROM {schema}.memories m
   LEFT JOIN LATERAL (

@@ -171,9 +171,8 @@ def test_a_scope_moves_to_another_database_with_the_library(
     alice = {row["id"] for row in source["memories"] if row["user_id"] == "alice"}
     expected = {name: [row for row in rows if row.get("memory_id", row.get("id")) in alice]
                 for name, rows in source.items()}
-    for name in expected:
-        assert moved[name] == expected[name], [
-            (a, b) for a, b in zip(moved[name], expected[name]) if a != b][:3]
+    for name, rows in expected.items():
+        assert moved[name] == rows, [(a, b) for a, b in zip(moved[name], rows) if a != b][:3]
 
 
 def test_the_export_reads_one_snapshot(memory: pgmem.Memory, db_dsn: str) -> None:
