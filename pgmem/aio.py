@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import default_database, effects, exporting, operations, tracing
+from pgmem import default_database, effects, operations, tracing
 from pgmem.connection import (
     AsyncConnector,
     AsyncSource,
@@ -365,8 +365,8 @@ class AsyncMemory(operations.Configured):
     ) -> Exported:
         """As :meth:`pgmem.Memory.export`; the lines are encoded and written, and
         ``on_progress`` called, in a worker thread."""
-        return await self._call("export", exporting.export(
-            self._ops, out, user_id=user_id, agent_id=agent_id, run_id=run_id,
+        return await self._call("export", self._ops.export(
+            out, user_id=user_id, agent_id=agent_id, run_id=run_id,
             whole_tenant=whole_tenant, vectors=vectors, history=history, itersize=itersize,
             on_progress=on_progress,
         ), scope=(user_id, agent_id, run_id))

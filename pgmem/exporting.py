@@ -1,7 +1,7 @@
 """Export: a tenant's or a scope's memories as JSON lines, in one snapshot, with constant memory.
 
-:func:`export` is the call :meth:`pgmem.Memory.export` and :meth:`pgmem.AsyncMemory.export` run:
-it checks its arguments and yields one :class:`~pgmem.effects.Stream` -- the statements of
+:func:`export` is the call :meth:`pgmem.Memory.export` and :meth:`pgmem.AsyncMemory.export` run
+(through :meth:`pgmem.operations.Operations.export`): it checks its arguments and yields one :class:`~pgmem.effects.Stream` -- the statements of
 ``sql/export.sql`` read in a read-only REPEATABLE READ transaction, the memories through a
 server-side cursor ``itersize`` rows at a time -- whose batches it writes as they come.
 
@@ -22,7 +22,6 @@ from typing import Any, Protocol
 from pgmem import validate
 from pgmem.effects import Operation, stream
 from pgmem.errors import InvalidInputError, ScopeError
-from pgmem.operations import Operations
 from pgmem.queries import Queries, sql_blocks
 from pgmem.results import Exported
 from pgmem.store import Row, Statement, Store
@@ -73,7 +72,8 @@ def _none(_: object) -> None:
 
 
 def export(
-    ops: Operations,
+    schema: str,
+    tenant: str,
     out: Writable,
     *,
     user_id: validate.ScopeId | None,
@@ -85,7 +85,8 @@ def export(
     itersize: int,
     on_progress: Callable[[int, int], object] | None,
 ) -> Operation[Exported]:
-    """See :meth:`pgmem.Memory.export`."""
+    """The call :meth:`pgmem.operations.Operations.export` runs (see
+    :meth:`pgmem.Memory.export`): of ``tenant``'s memories in pgmem's ``schema``."""
     if not callable(getattr(out, "write", None)):
         raise InvalidInputError(
             f"export writes to a text file (anything with write(str)), got {type(out).__name__}"
@@ -103,13 +104,13 @@ def export(
     if not whole_tenant and not scope_given:
         raise ScopeError(
             "export needs a scope (user_id, agent_id and/or run_id), or whole_tenant=True to "
-            f"export every memory of tenant {ops.tenant!r}"
+            f"export every memory of tenant {tenant!r}"
         )
     size = validate.itersize(itersize, MAX_ITERSIZE)
-    params: Row = {"tenant": ops.tenant, "vectors": vectors, "history": history}
+    params: Row = {"tenant": tenant, "vectors": vectors, "history": history}
     scope_ids: dict[str, object] = {}
     if scope_given:
-        scope = validate.scope(ops.tenant, user_id, agent_id, run_id, wildcard=True)
+        scope = validate.scope(tenant, user_id, agent_id, run_id, wildcard=True)
         scope_ids = {
             name: value for name, value in (
                 ("user_id", scope.user_id), ("agent_id", scope.agent_id),
@@ -117,9 +118,9 @@ def export(
             ) if value is not None
         }
         params.update(scope_ids)
-    store = ExportStore(ops.schema)
+    store = ExportStore(schema)
     writer = _Writer(
-        out, on_progress, tenant=ops.tenant, scope=None if whole_tenant else scope_ids,
+        out, on_progress, tenant=tenant, scope=None if whole_tenant else scope_ids,
         vectors=vectors, history=history,
     )
     yield from stream(

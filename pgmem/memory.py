@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pgmem import default_database, effects, exporting, operations, tracing
+from pgmem import default_database, effects, operations, tracing
 from pgmem.connection import (
     Connector,
     Source,
@@ -322,7 +322,10 @@ class Memory(operations.Configured):
         scope's memory raises :class:`~pgmem.errors.IdTakenError`,
         and an item with an id is never deduplicated by content), ``created_at`` and ``updated_at`` (timezone-aware
         datetimes or ISO 8601 text) and ``embedding`` (a vector of the schema's dimension,
-        used instead of embedding the text). Every item is checked before anything is written. Each batch of
+        used instead of embedding the text); and as :meth:`export` writes them, ``expires_at``,
+        ``origin`` (a dict) and ``history`` (a list of ``{"event", "old_text", "new_text",
+        "created_at"}``, which replaces the ADD event a new memory gets), written in the
+        batch's transaction to the memories it makes (not to duplicates). Every item is checked before anything is written. Each batch of
         ``batch_size`` items is lemmatized together, embedded in one call (texts and entity
         names) and written by one statement, in a transaction of its own; then
         ``on_progress(done, total)`` is called. When a batch fails, the batches before it stay
@@ -552,8 +555,8 @@ class Memory(operations.Configured):
                 without ``write``.
             DatabaseError: the database failed (what was written stays written).
         """
-        return self._call("export", exporting.export(
-            self._ops, out, user_id=user_id, agent_id=agent_id, run_id=run_id,
+        return self._call("export", self._ops.export(
+            out, user_id=user_id, agent_id=agent_id, run_id=run_id,
             whole_tenant=whole_tenant, vectors=vectors, history=history, itersize=itersize,
             on_progress=on_progress,
         ), scope=(user_id, agent_id, run_id))

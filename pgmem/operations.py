@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pgmem import scoring, validate
+from pgmem import exporting, scoring, validate
 from pgmem.builders import (
     LEGS,
     SearchInputs,
@@ -52,6 +52,7 @@ from pgmem.errors import (
     DimensionMismatchError,
     InvalidInputError,
 )
+from pgmem.exporting import Writable
 from pgmem.filters import compile_filters
 from pgmem.languages import TextSearch, check_name
 from pgmem.migrate import check_schema_name
@@ -60,6 +61,7 @@ from pgmem.nlp import TextAnalyzer
 from pgmem.rerank import Reranker
 from pgmem.results import (
     AddResult,
+    Exported,
     HistoryEvent,
     MemoryRecord,
     Page,
@@ -303,6 +305,26 @@ class Operations:
         return (yield from on_replica(
             transaction(lambda _: history_steps(self.store, self.tenant, checked_id, guard)),
             allowed=not primary,
+        ))
+
+    def export(
+        self,
+        out: Writable,
+        *,
+        user_id: ScopeId | None,
+        agent_id: ScopeId | None,
+        run_id: ScopeId | None,
+        whole_tenant: bool,
+        vectors: bool,
+        history: bool,
+        itersize: int,
+        on_progress: Callable[[int, int], object] | None,
+    ) -> Operation[Exported]:
+        """See :meth:`pgmem.Memory.export` (:func:`pgmem.exporting.export`)."""
+        return (yield from exporting.export(
+            self.schema, self.tenant, out, user_id=user_id, agent_id=agent_id, run_id=run_id,
+            whole_tenant=whole_tenant, vectors=vectors, history=history, itersize=itersize,
+            on_progress=on_progress,
         ))
 
     # -- search
