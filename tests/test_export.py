@@ -293,3 +293,28 @@ def test_an_imported_history_is_checked(memory: pgmem.Memory) -> None:
     with pytest.raises(pgmem.InvalidInputError, match="history must be a list"):
         memory.add_many([{**item, "history": "ADD"}])
     assert len(memory.get_all(user_id="u")) == 0
+
+
+def test_a_file_cannot_rewrite_what_the_tenant_holds(memory: pgmem.Memory) -> None:
+    """A line's id that the tenant already has: in the line's scope, the memory is skipped as
+    already stored and its history, expiry and origin stay as they are; in another scope, the
+    import is refused. Ids in a file are never trusted."""
+    alice = memory.add("Alice climbs on Tuesdays", user_id="alice")
+    forged = {
+        "id": str(alice.id), "text": "Alice climbs on Tuesdays", "user_id": "alice",
+        "expires_at": EXPIRES, "origin": {"importer": "forged"},
+        "history": [{"event": "ADD", "old_text": None, "new_text": "forged",
+                     "created_at": EXPIRES}],
+    }
+    [result] = memory.add_many([forged])
+    assert result.duplicate and result.id == alice.id
+    assert [(e.event, e.new_text) for e in memory.history(alice.id)] == [
+        ("ADD", "Alice climbs on Tuesdays")
+    ]
+    out = io.StringIO()
+    memory.export(out, user_id="alice")
+    line = json.loads(out.getvalue().splitlines()[1])
+    assert "expires_at" not in line and "origin" not in line
+    with pytest.raises(pgmem.IdTakenError, match=r"items\[0\]: id .* another scope"):
+        memory.add_many([{**forged, "user_id": "mallory"}])
+    assert len(memory.get_all(user_id="mallory")) == 0
