@@ -414,6 +414,21 @@ def restore_params(
     }
 
 
+def deleted_history_params(
+    tenant: str, histories: Sequence[tuple[uuid.UUID, Sequence[validate.PastEvent]]]
+) -> dict[str, Any]:
+    """Parameters of ``restore_deleted_history``: each deleted memory's id and events."""
+    events = [(memory_id, event) for memory_id, past in histories for event in past]
+    return {
+        "tenant": tenant,
+        "event_ids": [memory_id for memory_id, _ in events],
+        "events": [event.event for _, event in events],
+        "old_texts": [event.old_text for _, event in events],
+        "new_texts": [event.new_text for _, event in events],
+        "event_times": [event.created_at for _, event in events],
+    }
+
+
 def duplicate_params(tenant: str, items: Sequence[NewMemory]) -> dict[str, Any]:
     """Parameters of ``stored_duplicates`` for ``items``."""
     return {

@@ -61,6 +61,10 @@ class ExportStore(Store):
         name = "export_tenant" if whole_tenant else "export_scope"
         return self._statement(name, params, "all", _none)
 
+    def export_deleted_history(self, tenant: str) -> Statement[None]:
+        """The events of the tenant's memories deleted before the export, one row a memory."""
+        return self._statement("export_deleted_history", {"tenant": tenant}, "all", _none)
+
 
 def _row(row: Row | None) -> Row:
     assert row is not None, "export_head returns one row"
@@ -123,10 +127,10 @@ def export(
         out, on_progress, tenant=tenant, scope=None if whole_tenant else scope_ids,
         vectors=vectors, history=history,
     )
-    yield from stream(
-        store.export_head(params), writer.start,
-        [store.export_memories(params, whole_tenant=whole_tenant)], writer.take, size,
-    )
+    statements = [store.export_memories(params, whole_tenant=whole_tenant)]
+    if whole_tenant and history:
+        statements.append(store.export_deleted_history(tenant))
+    yield from stream(store.export_head(params), writer.start, statements, writer.take, size)
     return writer.exported()
 
 
@@ -151,6 +155,7 @@ class _Writer:
         self.history = history
         self.head: Row = {}
         self.done = 0
+        self.deleted = 0
 
     def start(self, head: Row) -> None:
         self.head = head
@@ -162,6 +167,10 @@ class _Writer:
             self.on_progress(0, head["memories"])
 
     def take(self, rows: list[Row]) -> None:
+        if rows and "text" not in rows[0]:  # export_deleted_history's
+            self.out.write("".join(_dumps(deleted_line(row)) for row in rows))
+            self.deleted += len(rows)
+            return
         self.out.write("".join(
             encoded_line(row, vectors=self.vectors, history=self.history) for row in rows
         ))
@@ -173,7 +182,7 @@ class _Writer:
     def exported(self) -> Exported:
         return Exported(
             memories=self.done, model=self.head.get("model"), dim=self.head.get("dim", 0),
-            storage=self.head.get("storage", ""),
+            storage=self.head.get("storage", ""), deleted=self.deleted,
         )
 
 
@@ -236,14 +245,24 @@ def memory_line(row: Mapping[str, Any], *, history: bool) -> dict[str, Any]:
     if row["origin"] is not None:
         line["origin"] = row["origin"]
     if history:
-        line["history"] = [
-            {"event": event, "old_text": old, "new_text": new, "created_at": _time(at)}
-            for event, old, new, at in zip(
-                row["events"] or (), row["old_texts"] or (), row["new_texts"] or (),
-                row["event_times"] or (), strict=True,
-            )
-        ]
+        line["history"] = _events(row)
     return line
+
+
+def deleted_line(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A memory deleted before the export, as its history keeps it: ``{"id", "deleted":
+    true, "history": [...]}`` (a whole tenant's export with its history, after the memories)."""
+    return {"id": str(row["id"]), "deleted": True, "history": _events(row)}
+
+
+def _events(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"event": event, "old_text": old, "new_text": new, "created_at": _time(at)}
+        for event, old, new, at in zip(
+            row["events"] or (), row["old_texts"] or (), row["new_texts"] or (),
+            row["event_times"] or (), strict=True,
+        )
+    ]
 
 
 def _time(value: datetime) -> str:
@@ -294,6 +313,30 @@ def checked_rows(rows: Rows, source: str, embedder: Callable[[], str]) -> Rows:
                 "are then embedded again); nothing was written"
             )
     return items
+
+
+DELETED_KEYS = frozenset({"id", "deleted", "history"})
+
+
+def deleted_rows(rows: Rows, source: str) -> tuple[Rows, Rows]:
+    """``rows`` split into memories and the lines of memories deleted before the export
+    (``"deleted": true``: an id and a history, nothing else).
+
+    Raises:
+        InvalidInputError: a ``deleted`` line with other keys, or not ``true``.
+    """
+    memories, deleted = [], []
+    for number, item in rows:
+        if "deleted" not in item:
+            memories.append((number, item))
+        elif item["deleted"] is True and set(item) == DELETED_KEYS:
+            deleted.append((number, item))
+        else:
+            raise InvalidInputError(
+                f"{source}, line {number}: a deleted memory's line has exactly "
+                '{"id", "deleted": true, "history"}'
+            )
+    return memories, deleted
 
 
 def by_ts_config(rows: Rows) -> list[tuple[str | None, Rows]]:

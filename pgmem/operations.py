@@ -78,6 +78,7 @@ from pgmem.steps import (
     history_steps,
     insert_steps,
     list_steps,
+    restore_deleted_steps,
     search_batch,
     search_sql_steps,
     space_steps,
@@ -325,6 +326,32 @@ class Operations:
             self.schema, self.tenant, out, user_id=user_id, agent_id=agent_id, run_id=run_id,
             whole_tenant=whole_tenant, vectors=vectors, history=history, itersize=itersize,
             on_progress=on_progress,
+        ))
+
+    def restore_deleted(
+        self, histories: Sequence[Mapping[str, Any]], *, what: str = "histories"
+    ) -> Operation[int]:
+        """Write the history of memories deleted before an export (the file's ``{"id",
+        "deleted": true, "history"}`` lines, :mod:`pgmem.exporting`) in one transaction, for
+        the ids this tenant has never had (see ``restore_deleted_history``); how many
+        memories' histories were written. ``what`` names the list in errors.
+
+        Raises:
+            InvalidInputError: a bad id or event (nothing is written).
+        """
+        checked: list[tuple[uuid.UUID, tuple[validate.PastEvent, ...]]] = []
+        for index, entry in enumerate(histories):
+            try:
+                past = validate.history(entry.get("history"), self.limits)
+                if not past:
+                    raise InvalidInputError("a deleted memory's line needs its history")
+                checked.append((validate.memory_id(entry.get("id")), past))
+            except InvalidInputError as exc:
+                raise type(exc)(f"{what}[{index}]: {exc}") from None
+        if not checked:
+            return 0
+        return (yield from transaction(
+            lambda _: restore_deleted_steps(self.store, self.tenant, checked)
         ))
 
     # -- search

@@ -76,12 +76,15 @@ class HistoryEvent:
 @dataclass(frozen=True)
 class Exported:
     """What :meth:`pgmem.Memory.export` wrote: how many memories (after the first line, which
-    describes the file), and the model, dimension and storage of the schema's vectors."""
+    describes the file), the model, dimension and storage of the schema's vectors, and how
+    many memories deleted before had their history written (a whole tenant's, with
+    ``history=True``)."""
 
     memories: int
     model: str | None
     dim: int
     storage: str
+    deleted: int = 0
 
 
 @dataclass(frozen=True)

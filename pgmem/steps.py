@@ -20,6 +20,7 @@ from pgmem.builders import (
     SearchRequest,
     add_results,
     delete_params,
+    deleted_history_params,
     history_events,
     memory_params,
     page,
@@ -39,7 +40,7 @@ from pgmem.errors import (
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page
 from pgmem.routed import routed_delete_steps, routed_insert_steps, routed_update_steps
 from pgmem.store import Row, Statement, Store
-from pgmem.validate import Guard, NewMemory, Scope
+from pgmem.validate import Guard, NewMemory, PastEvent, Scope
 
 if TYPE_CHECKING:
     from pgmem.connection import ServerCapabilities
@@ -140,6 +141,24 @@ def insert_steps(
     if restore is not None:
         yield store.restore_memories(restore)
     return add_results(tenant, rows)
+
+
+def restore_deleted_steps(
+    store: Store, tenant: str, histories: Sequence[tuple[uuid.UUID, Sequence[PastEvent]]],
+) -> Steps[int]:
+    """Write the history of memories deleted before an export, for the ids this tenant has
+    neither as a memory nor in its history (the others are left out: a file never adds to what
+    the tenant holds); how many memories' histories were written."""
+    known = set((yield from result_of(store.known_ids(
+        {"tenant": tenant, "ids": [memory_id for memory_id, _ in histories]}
+    ))))
+    fresh = [(memory_id, past) for memory_id, past in histories if memory_id not in known]
+    if not fresh:
+        return 0
+    written = yield from result_of(
+        store.restore_deleted_history(deleted_history_params(tenant, fresh))
+    )
+    return len(set(written))
 
 
 def taken_ids_steps(store: Store, tenant: str, params: Row, first: int) -> Steps[None]:

@@ -284,6 +284,15 @@ class Store:
         items brought (``params`` from :func:`pgmem.builders.restore_params`)."""
         return self._statement("restore_memories", params, "nothing", _nothing)
 
+    def known_ids(self, params: Row) -> Statement[list[uuid.UUID]]:
+        """Which of ``ids`` the tenant has as a memory or in its history."""
+        return self._statement("known_ids", params, "all", _ids)
+
+    def restore_deleted_history(self, params: Row) -> Statement[list[uuid.UUID]]:
+        """Write the events of memories deleted before an export (for ids
+        :meth:`known_ids` did not name); the memory id of each event written."""
+        return self._statement("restore_deleted_history", params, "all", _memory_ids)
+
     # -- the writes as Citus routes them to the tenant's worker (pgmem.routed)
 
     def routed_batch_plan(self, params: Row) -> Statement[list[Row]]:
@@ -522,6 +531,10 @@ def _found(row: Row | None) -> bool:
 
 def _id(row: Row | None) -> uuid.UUID | None:
     return None if row is None else row["id"]
+
+
+def _memory_ids(rows: list[Row]) -> list[uuid.UUID]:
+    return [row["memory_id"] for row in rows]
 
 
 def _ids(rows: list[Row]) -> list[uuid.UUID]:

@@ -42,3 +42,19 @@ SELECT {export_columns}
 SELECT {export_columns}
  WHERE {scope} AND m.namespace IS NULL
  ORDER BY m.id
+
+-- name: export_deleted_history
+-- With a whole tenant's history: the events of the memories deleted before the export (no
+-- memory of the tenant has their id), one row per memory, by id -- one range of history's
+-- index (tenant, memory_id, id), no sort.
+SELECT h.memory_id AS id,
+       array_agg(h.event ORDER BY h.id) AS events,
+       array_agg(h.old_text ORDER BY h.id) AS old_texts,
+       array_agg(h.new_text ORDER BY h.id) AS new_texts,
+       array_agg(h.created_at ORDER BY h.id) AS event_times
+  FROM {schema}.history h
+ WHERE h.tenant = %(tenant)s
+   AND NOT EXISTS (SELECT FROM {schema}.memories m
+                    WHERE m.tenant = %(tenant)s AND m.id = h.memory_id)
+ GROUP BY h.memory_id
+ ORDER BY h.memory_id

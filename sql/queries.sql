@@ -597,6 +597,30 @@ SELECT %(tenant)s, e.memory_id, e.event, e.old_text, e.new_text, e.created_at
        WITH ORDINALITY AS e(memory_id, event, old_text, new_text, created_at, ord)
  ORDER BY e.ord
 
+-- name: known_ids
+-- Which of `ids` the tenant has as a memory or in its history (restore_deleted_history writes
+-- none of those). Two ranges of primary-key-led indexes; on Citus both routed to the tenant.
+SELECT m.id
+  FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])
+UNION
+SELECT h.memory_id
+  FROM {schema}.history h
+ WHERE h.tenant = %(tenant)s AND h.memory_id = ANY(%(ids)s::uuid[])
+
+-- name: restore_deleted_history
+-- An import's events of memories deleted before their export (pgmem export --all --history),
+-- in the order given (`event_ids[k]` the memory of event k), for ids known_ids did not name in
+-- the same transaction: a file never adds to what the tenant holds (an import run again writes
+-- nothing). The memory id of each event written.
+INSERT INTO {schema}.history (tenant, memory_id, event, old_text, new_text, created_at)
+SELECT %(tenant)s, e.memory_id, e.event, e.old_text, e.new_text, e.created_at
+  FROM unnest(%(event_ids)s::uuid[], %(events)s::text[], %(old_texts)s::text[],
+              %(new_texts)s::text[], %(event_times)s::timestamptz[])
+       WITH ORDINALITY AS e(memory_id, event, old_text, new_text, created_at, ord)
+ ORDER BY e.ord
+RETURNING memory_id
+
 -- name: routed_batch_plan
 -- insert_memories on Citus (see pgmem.routed): what it decides before it writes, as one read
 -- Citus routes to the tenant's worker. Per item (1-based `ord`, in item order): the earlier item

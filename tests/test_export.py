@@ -80,10 +80,7 @@ MEMORY_COLUMNS = """
 """
 HISTORY = """
     SELECT memory_id, event, old_text, new_text, created_at
-      FROM pgmem.history h
-     WHERE tenant = %s AND EXISTS (SELECT FROM pgmem.memories m
-                                    WHERE m.tenant = h.tenant AND m.id = h.memory_id)
-     ORDER BY memory_id, id
+      FROM pgmem.history WHERE tenant = %s ORDER BY memory_id, id
 """
 # Entities are made again from the texts: the same links by name. (An entity's label is the one
 # of the first memory that named it, which an import may meet in another order.)
@@ -96,7 +93,7 @@ LINKS = """
 
 
 def snapshot(dsn: str, tenant: str) -> dict[str, list[dict[str, Any]]]:
-    """A tenant's memories, their history (of memories still there) and their entity links,
+    """A tenant's memories, their history (deleted memories' too) and their entity links,
     row by row."""
     with psycopg.connect(dsn) as conn, conn.cursor(row_factory=dict_row) as cur:
         return {
@@ -120,19 +117,20 @@ def test_a_tenant_round_trips_through_export_and_import_row_by_row(
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert lines[0]["pgmem_export"] == 1 and lines[0]["memories"] == 8
     assert lines[0]["embedding_model"]["dim"] == 384
-    assert all(line["user_id"] != "alice" or line["text"] != "Another tenant's Alice fact"
-               for line in lines[1:])
+    assert "Another tenant's" not in path.read_text()
     status, out, err = pgmem_cli(capsys, "import", str(path), "--dsn", db_dsn,
                                  "--tenant", "copy")
     assert status == 0, err
-    assert out == f"imported 8 memories from {path}\n"
+    assert out == (f"imported 8 memories from {path}, and the history of 1 deleted "
+                   "memories\n")
+    assert lines[-1]["deleted"] is True and len(lines) == 1 + 8 + 1
     source, copy = snapshot(db_dsn, "default"), snapshot(db_dsn, "copy")
-    assert len(source["memories"]) == 8 and len(source["history"]) == 8 + 2
+    assert len(source["memories"]) == 8 and len(source["history"]) == 8 + 2 + 2
     assert any(row["expires_at"] is not None for row in source["memories"])
     assert {row["ts_config"] for row in source["memories"]} == {"english", "simple"}
     assert source["links"]
     assert copy == source
-    # run again: every memory is there already, nothing changes
+    # run again: every memory (and the deleted one's history) is there already, nothing changes
     status, out, err = pgmem_cli(capsys, "import", str(path), "--dsn", db_dsn,
                                  "--tenant", "copy")
     assert out == f"imported 0 memories from {path} (8 already stored, skipped)\n", err
@@ -165,7 +163,7 @@ def test_a_scope_moves_to_another_database_with_the_library(
     assert first["id"] == str(ids["alice"]) and first["metadata"] == {"topic": "moves"}
     assert [e["event"] for e in first["history"]] == ["ADD", "UPDATE", "UPDATE"]
     with pgmem.Memory(other_database, embedder=memory.embedder, nlp=memory.analyzer) as target:
-        assert import_rows(target, read_rows(out.getvalue(), "jsonl", "x"), "x") == (6, 0)
+        assert import_rows(target, read_rows(out.getvalue(), "jsonl", "x"), "x") == (6, 0, 0)
         moved = snapshot(other_database, "default")
     source = snapshot(db_dsn, "default")
     alice = {row["id"] for row in source["memories"] if row["user_id"] == "alice"}

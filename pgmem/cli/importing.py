@@ -66,12 +66,13 @@ def cmd_import(args: argparse.Namespace, session: Session) -> int:
     else:
         source = args.file
         rows = read_rows(_read_text(args.file), _file_format(args.file, args.format), source)
-    imported, duplicates = import_rows(
+    imported, duplicates, histories = import_rows(
         session.memory(), rows, source, batch_size=args.batch_size,
         scope=scope(args, required=False),
     )
     print(f"imported {imported} memories from {source}"
-          + (f" ({duplicates} already stored, skipped)" if duplicates else ""))
+          + (f" ({duplicates} already stored, skipped)" if duplicates else "")
+          + (f", and the history of {histories} deleted memories" if histories else ""))
     return 0
 
 
@@ -87,11 +88,14 @@ def import_rows(
     *,
     batch_size: int = 64,
     scope: ScopeArgs | None = None,
-) -> tuple[int, int]:
-    """add_many with a progress bar; (memories stored, duplicates skipped). The rows of a
-    ``pgmem export`` file: its first line checked (:func:`pgmem.exporting.check_header`) and
-    left out, and the lines of each text search configuration (``ts_config``) added with it."""
+) -> tuple[int, int, int]:
+    """add_many with a progress bar; (memories stored, duplicates skipped, deleted memories
+    whose history was written). The rows of a ``pgmem export`` file: its first line checked
+    (:func:`pgmem.exporting.checked_rows`) and left out, the lines of each text search
+    configuration (``ts_config``) added with it, then the history of the memories deleted
+    before the export (:meth:`pgmem.operations.Operations.restore_deleted`)."""
     rows = exporting.checked_rows(rows, source, lambda: embedder_name(memory.embedder))
+    rows, deleted = exporting.deleted_rows(rows, source)
     progress = ProgressBar("importing", len(rows))
     results: list[AddResult] = []
     try:
@@ -117,7 +121,21 @@ def import_rows(
     finally:
         progress.finish()
     duplicates = sum(r.duplicate for r in results)
-    return len(results) - duplicates, duplicates
+    histories = 0
+    if deleted:
+        from pgmem.memory import run
+
+        try:
+            # not a call of Memory's API: only an export's file brings such lines
+            histories = run(memory._connector,
+                            memory._ops.restore_deleted([item for _, item in deleted]))
+        except InvalidInputError as exc:
+            match = re.match(r"histories\[(\d+)\]: (.*)", str(exc), re.DOTALL)
+            if match is None:
+                raise
+            line = deleted[int(match[1])][0]
+            raise type(exc)(f"{source}, line {line}: {match[2]}") from None
+    return len(results) - duplicates, duplicates, histories
 
 
 def _progress(progress: ProgressBar, before: int, total: int, done: int, _: int) -> None:
