@@ -538,8 +538,9 @@ class Memory(operations.Configured):
         ``expires_at`` and ``origin`` when set; with ``vectors`` its ``embedding`` (exact
         float32 values), with ``history`` its events (``event``, ``old_text``, ``new_text``,
         ``created_at``), oldest first. A scope's memories come in the order they were stored,
-        a tenant's by id. Store items (:mod:`pgmem.langgraph`) are not exported, nor the
-        history of memories deleted before.
+        a tenant's by id; a whole tenant's with ``history`` ends with the memories deleted
+        before, a line each: ``{"id", "deleted": true, "history"}``. Store items
+        (:mod:`pgmem.langgraph`) are not exported.
 
         Everything is read in one snapshot -- a read-only REPEATABLE READ transaction of its
         own (on a caller's connection in a transaction, a savepoint of it) -- through a

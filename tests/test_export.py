@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 import pgmem
 from pgmem import cli
 from pgmem.cli.importing import import_rows, read_rows
+from pgmem.memory import run
 
 EXPIRES = "2031-05-04T03:02:01.123456+00:00"
 ORIGIN = {"importer": "mem0", "source": "db-1", "collection": "mem0", "version": "v1"}
@@ -316,3 +317,13 @@ def test_a_file_cannot_rewrite_what_the_tenant_holds(memory: pgmem.Memory) -> No
     with pytest.raises(pgmem.IdTakenError, match=r"items\[0\]: id .* another scope"):
         memory.add_many([{**forged, "user_id": "mallory"}])
     assert len(memory.get_all(user_id="mallory")) == 0
+    # a deleted memory's history, for a live memory's id or one with a history: not written
+    gone = memory.add("Alice once lived in Paris", user_id="alice")
+    memory.delete(gone.id)
+    lines = [{"id": str(i), "deleted": True, "history": forged["history"]}
+             for i in (alice.id, gone.id)]
+    assert run(memory._connector, memory._ops.restore_deleted(lines)) == 0
+    assert [e.new_text for e in memory.history(alice.id)] == ["Alice climbs on Tuesdays"]
+    assert [e.event for e in memory.history(gone.id)] == ["ADD", "DELETE"]
+    with pytest.raises(pgmem.InvalidInputError, match=r"histories\[0\]: .* is not a memory id"):
+        run(memory._connector, memory._ops.restore_deleted([{**lines[0], "id": "x"}]))

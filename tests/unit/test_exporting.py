@@ -74,3 +74,12 @@ def test_lines_are_added_in_runs_of_one_text_search_configuration() -> None:
         (None, [(3, {"text": "c"})]),
         ("simple", [(4, {"text": "d"})]),
     ]
+
+
+def test_deleted_memories_lines_are_set_apart_and_checked() -> None:
+    deleted = {"id": str(uuid.UUID(int=2)), "deleted": True, "history": []}
+    rows = [(2, {"text": "a"}), (3, deleted)]
+    assert exporting.deleted_rows(rows, "f") == ([(2, {"text": "a"})], [(3, deleted)])
+    for bad in ({**deleted, "text": "b"}, {**deleted, "deleted": "yes"}):
+        with pytest.raises(InvalidInputError, match="f, line 3: a deleted memory's line"):
+            exporting.deleted_rows([(3, bad)], "f")
