@@ -66,6 +66,12 @@ class ExportStore(Store):
         return self._statement("export_deleted_history", {"tenant": tenant}, "all", _none)
 
 
+@functools.cache
+def _store(schema: str) -> ExportStore:
+    """One store per schema: its statements are composed once."""
+    return ExportStore(schema)
+
+
 def _row(row: Row | None) -> Row:
     assert row is not None, "export_head returns one row"
     return row
@@ -122,7 +128,7 @@ def export(
             ) if value is not None
         }
         params.update(scope_ids)
-    store = ExportStore(schema)
+    store = _store(schema)
     writer = _Writer(
         out, on_progress, tenant=tenant, scope=None if whole_tenant else scope_ids,
         vectors=vectors, history=history,
