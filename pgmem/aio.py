@@ -23,14 +23,15 @@ from pgmem.connection import (
     retryable,
 )
 from pgmem.errors import ConnectionLostError, PgmemError, wrap_db_errors
+from pgmem.exporting import Writable
 from pgmem.languages import Analyzers
 from pgmem.model_work import ModelWork
 from pgmem.replicas import ReadRoute, checked_read_dsn, replica_failure
 from pgmem.rerank import Reranker
-from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
+from pgmem.results import AddResult, Exported, HistoryEvent, MemoryRecord, Page, SearchHit
 from pgmem.scoring import SEARCH_LIMIT
 from pgmem.settings import Options, Settings
-from pgmem.store import execute_async, send_async
+from pgmem.store import execute_async, send_async, stream_async
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -61,6 +62,12 @@ async def run_async(
                 result = await asyncio.to_thread(effect.run)
                 if trace is not None:
                     trace.leg("model", started)
+                continue
+            if isinstance(effect, effects.Stream):
+                await _run_stream(connector, effect)
+                result = None
+                if trace is not None:
+                    trace.leg("primary", started)
                 continue
             replica = None if reads is None else reads.reader(effect.replica)
             if replica is not None and reads is not None:
@@ -93,6 +100,17 @@ async def _run_retrying(
             if attempt >= connector.retries or not retryable(exc):
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _run_stream(connector: AsyncConnector, effect: effects.Stream) -> None:
+    """The twin of :func:`pgmem.memory._run_stream`; ``start`` and ``take`` run in a worker
+    thread (they encode and write)."""
+    async with connector.snapshot() as conn:
+        head = await execute_async(conn, effect.head)
+        await asyncio.to_thread(effect.start, head)
+        for statement in effect.rows:
+            async for rows in stream_async(conn, statement, effect.itersize):
+                await asyncio.to_thread(effect.take, rows)
 
 
 async def _run_statements(
@@ -331,6 +349,27 @@ class AsyncMemory(operations.Configured):
         ), scope=(user_id, agent_id, run_id))
 
     # -- search ----------------------------------------------------------------------------
+
+    async def export(
+        self,
+        out: Writable,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        whole_tenant: bool = False,
+        vectors: bool = False,
+        history: bool = False,
+        itersize: int = 1000,
+        on_progress: Callable[[int, int], object] | None = None,
+    ) -> Exported:
+        """As :meth:`pgmem.Memory.export`; the lines are encoded and written, and
+        ``on_progress`` called, in a worker thread."""
+        return await self._call("export", self._ops.export(
+            out, user_id=user_id, agent_id=agent_id, run_id=run_id,
+            whole_tenant=whole_tenant, vectors=vectors, history=history, itersize=itersize,
+            on_progress=on_progress,
+        ), scope=(user_id, agent_id, run_id))
 
     async def search(
         self,

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -385,6 +385,49 @@ def insert_params(
         "entity_embeddings": [vectors[surface_rows[v.surface]] for v in entities.variants],
         "occurrence_items": [item for item, _ in entities.occurrences],
         "occurrence_entities": [variant for _, variant in entities.occurrences],
+    }
+
+
+def restore_params(
+    tenant: str, items: Sequence[NewMemory], rows: Sequence[Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """Parameters of ``restore_memories`` for a batch whose items brought an expiry, an origin
+    or a history (an export's), given ``insert_memories``' rows (one per item, in order): for
+    the memories the insert made, never a duplicate. None when there is nothing to restore."""
+    made = [
+        (item, row["id"]) for item, row in zip(items, rows, strict=True)
+        if not row["duplicate"]
+        and (item.expires_at is not None or item.origin is not None or item.history is not None)
+    ]
+    if not made:
+        return None
+    events = [(memory_id, event) for item, memory_id in made for event in item.history or ()]
+    return {
+        "tenant": tenant,
+        "ids": [memory_id for _, memory_id in made],
+        "expires_ats": [item.expires_at for item, _ in made],
+        "origins": [None if item.origin is None else Jsonb(item.origin) for item, _ in made],
+        "replaced_ids": [memory_id for item, memory_id in made if item.history is not None],
+        "event_ids": [memory_id for memory_id, _ in events],
+        "events": [event.event for _, event in events],
+        "old_texts": [event.old_text for _, event in events],
+        "new_texts": [event.new_text for _, event in events],
+        "event_times": [event.created_at for _, event in events],
+    }
+
+
+def deleted_history_params(
+    tenant: str, histories: Sequence[tuple[uuid.UUID, Sequence[validate.PastEvent]]]
+) -> dict[str, Any]:
+    """Parameters of ``restore_deleted_history``: each deleted memory's id and events."""
+    events = [(memory_id, event) for memory_id, past in histories for event in past]
+    return {
+        "tenant": tenant,
+        "event_ids": [memory_id for memory_id, _ in events],
+        "events": [event.event for _, event in events],
+        "old_texts": [event.old_text for _, event in events],
+        "new_texts": [event.new_text for _, event in events],
+        "event_times": [event.created_at for _, event in events],
     }
 
 

@@ -110,6 +110,9 @@ LOCK_TIMEOUT_QUERY = (
 # takes time runs; at COMMIT the configured timeout applies again.
 SETUP_BEGIN = "BEGIN; SET LOCAL statement_timeout = 0"
 SETUP_END = "COMMIT"
+# The first statement of an export's own transaction (pgmem.exporting): one snapshot for all
+# it reads, and nothing it could write.
+SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
 def _positive(name: str, value: object) -> float:
@@ -589,6 +592,17 @@ class Connector(_Pooled[ConnectionPool]):
                     raise
 
     @contextlib.contextmanager
+    def snapshot(self) -> Iterator[psycopg.Connection]:
+        """A connection in a read-only REPEATABLE READ transaction of its own -- one snapshot
+        for a long read (:class:`pgmem.effects.Stream`) -- or, on the caller's connection in a
+        transaction, in a savepoint of it (the caller's snapshot and isolation: pgmem does
+        not change them). Errors leave as :class:`~pgmem.errors.PgmemError` subclasses."""
+        with self._lend() as (conn, mode, _, _), wrap_db_errors(conn), conn.transaction():
+            if mode is Mode.OWN:
+                conn.execute(SNAPSHOT)
+            yield conn
+
+    @contextlib.contextmanager
     def _lend(self) -> Iterator[tuple[psycopg.Connection, Mode, ServerCapabilities, _Attempt]]:
         """A connection for one call: its transaction mode (with the caller's transaction begun
         when pgmem joins it), what its server can do, and how far the call got (see
@@ -756,6 +770,16 @@ class AsyncConnector(_Pooled[AsyncConnectionPool]):
                     except BaseException:
                         await _end_batch_block_async(conn, undo)
                         raise
+
+    @contextlib.asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        """As :meth:`Connector.snapshot`."""
+        async with self._lend() as (conn, mode, _, _):
+            with wrap_db_errors(conn):
+                async with conn.transaction():
+                    if mode is Mode.OWN:
+                        await conn.execute(SNAPSHOT)
+                    yield conn
 
     @contextlib.asynccontextmanager
     async def _lend(

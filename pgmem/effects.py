@@ -58,7 +58,24 @@ class Batch(Generic[T]):
     replica: bool = False  # a read replica may answer it (see on_replica)
 
 
-Effect = Compute[Any] | Transaction[Any] | Batch[Any]
+@dataclass(frozen=True)
+class Stream:
+    """A read too large to hold, in one snapshot: a read-only REPEATABLE READ transaction of its
+    own (on a caller's connection in a transaction, a savepoint of it, in the caller's
+    snapshot). ``head`` runs first and its result goes to ``start``; then the rows of each
+    statement of ``rows`` are read through a server-side cursor, ``itersize`` at a time, and
+    each batch (dict rows, read in binary) goes to ``take``: the facade holds one batch at a
+    time. ``Memory`` calls ``start`` and ``take`` directly, ``AsyncMemory`` in a worker thread.
+    Never retried, never sent to a replica: what ``take`` wrote cannot be taken back."""
+
+    head: Statement[Any]
+    start: Callable[[Any], object]
+    rows: Sequence[Statement[Any]]
+    take: Callable[[list[dict[str, Any]]], object]
+    itersize: int
+
+
+Effect = Compute[Any] | Transaction[Any] | Batch[Any] | Stream
 #: A call: yields effects, receives their results, and returns the call's result.
 Operation = Generator[Effect, Any, T]
 
@@ -87,6 +104,17 @@ def batch(
     return result
 
 
+def stream(
+    head: Statement[Any],
+    start: Callable[[Any], object],
+    rows: Sequence[Statement[Any]],
+    take: Callable[[list[dict[str, Any]]], object],
+    itersize: int,
+) -> Operation[None]:
+    """Yield a :class:`Stream`."""
+    yield Stream(head, start, rows, take, itersize)
+
+
 def compute(run: Callable[[], T]) -> Operation[T]:
     """Yield a :class:`Compute`; its result."""
     result: T = yield Compute(run)
@@ -108,7 +136,7 @@ def on_replica(operation: Operation[T], allowed: bool = True) -> Operation[T]:
             except StopIteration as done:
                 value: T = done.value
                 return value
-            if not isinstance(effect, Compute):
+            if isinstance(effect, (Transaction, Batch)):
                 effect = dataclasses.replace(effect, replica=True)
             result = yield effect
     finally:

@@ -21,14 +21,15 @@ from pgmem.connection import (
     retryable,
 )
 from pgmem.errors import ConnectionLostError, PgmemError, wrap_db_errors
+from pgmem.exporting import Writable
 from pgmem.languages import Analyzers
 from pgmem.model_work import ModelWork
 from pgmem.replicas import ReadRoute, checked_read_dsn, replica_failure
 from pgmem.rerank import Reranker
-from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page, SearchHit
+from pgmem.results import AddResult, Exported, HistoryEvent, MemoryRecord, Page, SearchHit
 from pgmem.scoring import SEARCH_LIMIT
 from pgmem.settings import Options, Settings
-from pgmem.store import execute, send
+from pgmem.store import execute, send, stream
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -62,6 +63,12 @@ def run(
                 if trace is not None:
                     trace.leg("model", started)
                 continue
+            if isinstance(effect, effects.Stream):
+                _run_stream(connector, effect)
+                result = None
+                if trace is not None:
+                    trace.leg("primary", started)
+                continue
             replica = None if reads is None else reads.reader(effect.replica)
             if replica is not None and reads is not None:
                 try:
@@ -93,6 +100,16 @@ def _run_retrying(
             if attempt >= connector.retries or not retryable(exc):
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _run_stream(connector: Connector, effect: effects.Stream) -> None:
+    """A :class:`~pgmem.effects.Stream`: its head, then its rows batch by batch, in one
+    snapshot (:meth:`~pgmem.connection.Connector.snapshot`)."""
+    with connector.snapshot() as conn:
+        effect.start(execute(conn, effect.head))
+        for statement in effect.rows:
+            for rows in stream(conn, statement, effect.itersize):
+                effect.take(rows)
 
 
 def _run_statements(
@@ -307,8 +324,11 @@ class Memory(operations.Configured):
         and an item with an id is never deduplicated by content), ``created_at`` and ``updated_at``
         (timezone-aware
         datetimes or ISO 8601 text) and ``embedding`` (a vector of the schema's dimension,
-        used instead of embedding the text). Every item is checked before anything is written. Each
-        batch of
+        used instead of embedding the text); and as :meth:`export` writes them, ``expires_at``,
+        ``origin`` (a dict) and ``history`` (a list of ``{"event", "old_text", "new_text",
+        "created_at"}``, which replaces the ADD event a new memory gets), written in the
+        batch's transaction to the memories it makes (not to duplicates). Every item is checked
+        before anything is written. Each batch of
         ``batch_size`` items is lemmatized together, embedded in one call (texts and entity
         names) and written by one statement, in a transaction of its own; then
         ``on_progress(done, total)`` is called. When a batch fails, the batches before it stay
@@ -495,6 +515,55 @@ class Memory(operations.Configured):
         """
         return self._call("history", self._ops.history(
             memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id, primary=primary,
+        ), scope=(user_id, agent_id, run_id))
+
+    def export(
+        self,
+        out: Writable,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        whole_tenant: bool = False,
+        vectors: bool = False,
+        history: bool = False,
+        itersize: int = 1000,
+        on_progress: Callable[[int, int], object] | None = None,
+    ) -> Exported:
+        """Write the memories of a scope -- or, with ``whole_tenant=True``, of the whole
+        tenant -- to ``out`` as JSON lines, in a form ``pgmem import`` (and :meth:`add_many`,
+        line by line) reads back with nothing lost: a backup, a move to another database,
+        schema or tenant, a copy for evaluation.
+
+        The first line describes the file (``{"pgmem_export": 1, "tenant", "scope",
+        "memories", "vectors", "history", "embedding_model": {"model", "dim", "storage"}}``);
+        then one memory a line: ``id``, ``text``, ``user_id``, ``agent_id``, ``run_id``,
+        ``metadata``, ``created_at``, ``updated_at`` (ISO 8601), ``ts_config``, and
+        ``expires_at`` and ``origin`` when set; with ``vectors`` its ``embedding`` (exact
+        float32 values), with ``history`` its events (``event``, ``old_text``, ``new_text``,
+        ``created_at``), oldest first. A scope's memories come in the order they were stored,
+        a tenant's by id; a whole tenant's with ``history`` ends with the memories deleted
+        before, a line each: ``{"id", "deleted": true, "history"}``. Store items
+        (:mod:`pgmem.langgraph`) are not exported.
+
+        Everything is read in one snapshot -- a read-only REPEATABLE READ transaction of its
+        own (on a caller's connection in a transaction, a savepoint of it) -- through a
+        server-side cursor, ``itersize`` rows at a time: memory stays constant however many
+        memories there are. ``on_progress(done, total)`` is called after each batch. The
+        export reads the primary, never a read replica.
+
+        Returns :class:`Exported` (how many memories were written, and the vectors' model).
+
+        Raises:
+            ScopeError: no scope and no ``whole_tenant``, or both.
+            InvalidInputError: a bad scope id, ``itersize`` (1 to 100,000), or an ``out``
+                without ``write``.
+            DatabaseError: the database failed (what was written stays written).
+        """
+        return self._call("export", self._ops.export(
+            out, user_id=user_id, agent_id=agent_id, run_id=run_id,
+            whole_tenant=whole_tenant, vectors=vectors, history=history, itersize=itersize,
+            on_progress=on_progress,
         ), scope=(user_id, agent_id, run_id))
 
     # -- search ----------------------------------------------------------------------------

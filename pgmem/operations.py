@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pgmem import scoring, validate
+from pgmem import exporting, scoring, validate
 from pgmem.builders import (
     LEGS,
     SearchInputs,
@@ -52,6 +52,7 @@ from pgmem.errors import (
     DimensionMismatchError,
     InvalidInputError,
 )
+from pgmem.exporting import Writable
 from pgmem.filters import compile_filters
 from pgmem.languages import TextSearch, check_name
 from pgmem.migrate import check_schema_name
@@ -60,6 +61,7 @@ from pgmem.nlp import TextAnalyzer
 from pgmem.rerank import Reranker
 from pgmem.results import (
     AddResult,
+    Exported,
     HistoryEvent,
     MemoryRecord,
     Page,
@@ -76,6 +78,7 @@ from pgmem.steps import (
     history_steps,
     insert_steps,
     list_steps,
+    restore_deleted_steps,
     search_batch,
     search_sql_steps,
     space_steps,
@@ -305,6 +308,52 @@ class Operations:
             allowed=not primary,
         ))
 
+    def export(
+        self,
+        out: Writable,
+        *,
+        user_id: ScopeId | None,
+        agent_id: ScopeId | None,
+        run_id: ScopeId | None,
+        whole_tenant: bool,
+        vectors: bool,
+        history: bool,
+        itersize: int,
+        on_progress: Callable[[int, int], object] | None,
+    ) -> Operation[Exported]:
+        """See :meth:`pgmem.Memory.export` (:func:`pgmem.exporting.export`)."""
+        return (yield from exporting.export(
+            self.schema, self.tenant, out, user_id=user_id, agent_id=agent_id, run_id=run_id,
+            whole_tenant=whole_tenant, vectors=vectors, history=history, itersize=itersize,
+            on_progress=on_progress,
+        ))
+
+    def restore_deleted(
+        self, histories: Sequence[Mapping[str, Any]], *, what: str = "histories"
+    ) -> Operation[int]:
+        """Write the history of memories deleted before an export (the file's ``{"id",
+        "deleted": true, "history"}`` lines, :mod:`pgmem.exporting`) in one transaction, for
+        the ids this tenant has never had (see ``restore_deleted_history``); how many
+        memories' histories were written. ``what`` names the list in errors.
+
+        Raises:
+            InvalidInputError: a bad id or event (nothing is written).
+        """
+        checked: list[tuple[uuid.UUID, tuple[validate.PastEvent, ...]]] = []
+        for index, entry in enumerate(histories):
+            try:
+                past = validate.history(entry.get("history"), self.limits)
+                if not past:
+                    raise InvalidInputError("a deleted memory's line needs its history")
+                checked.append((validate.memory_id(entry.get("id")), past))
+            except InvalidInputError as exc:
+                raise type(exc)(f"{what}[{index}]: {exc}") from None
+        if not checked:
+            return 0
+        return (yield from transaction(
+            lambda _: restore_deleted_steps(self.store, self.tenant, checked)
+        ))
+
     # -- search
 
     def search(
@@ -460,7 +509,8 @@ class Operations:
         return (
             yield from transaction(
                 lambda capabilities: insert_steps(
-                    self.store, self.tenant, params, vectors_of, first, routed=capabilities.citus
+                    self.store, self.tenant, params, vectors_of, first, routed=capabilities.citus,
+                    items=items if any(_restores(item) for item in items) else (),
                 ),
                 pipeline=True,
             )
@@ -580,6 +630,11 @@ class Operations:
             signals=signals,
             legs=checked_legs,
         )
+
+
+def _restores(item: NewMemory) -> bool:
+    """Whether an item brings what an export restores after the insert (pgmem.exporting)."""
+    return item.expires_at is not None or item.origin is not None or item.history is not None
 
 
 class Configured:

@@ -74,6 +74,20 @@ class HistoryEvent:
 
 
 @dataclass(frozen=True)
+class Exported:
+    """What :meth:`pgmem.Memory.export` wrote: how many memories (after the first line, which
+    describes the file), the model, dimension and storage of the schema's vectors, and how
+    many memories deleted before had their history written (a whole tenant's, with
+    ``history=True``)."""
+
+    memories: int
+    model: str | None
+    dim: int
+    storage: str
+    deleted: int = 0
+
+
+@dataclass(frozen=True)
 class EntityHit:
     """A query entity's link to a memory: the stored entity's name, the similarity of the
     two, how many memories in the searched scope the entity links to (``spread``), and the

@@ -6,7 +6,7 @@ together in one :class:`~pgmem.effects.Batch`)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -20,10 +20,12 @@ from pgmem.builders import (
     SearchRequest,
     add_results,
     delete_params,
+    deleted_history_params,
     history_events,
     memory_params,
     page,
     record,
+    restore_params,
     search_plan,
 )
 from pgmem.effects import Steps, result_of
@@ -38,7 +40,7 @@ from pgmem.errors import (
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page
 from pgmem.routed import routed_delete_steps, routed_insert_steps, routed_update_steps
 from pgmem.store import Row, Statement, Store
-from pgmem.validate import Guard, Scope
+from pgmem.validate import Guard, NewMemory, PastEvent, Scope
 
 if TYPE_CHECKING:
     from pgmem.connection import ServerCapabilities
@@ -105,12 +107,14 @@ def model_check_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
 
 def insert_steps(
     store: Store, tenant: str, params: Row, vectors_of: VectorsOf | None = None, first: int = 0,
-    *, routed: bool = False,
+    *, routed: bool = False, items: Sequence[NewMemory] = (),
 ) -> Steps[list[AddResult]]:
     """Add a batch (``params`` from :func:`insert_params`): the duplicate locks, then the insert
     (after :func:`model_check_steps` with ``vectors_of``). ``first``: the index of the batch's
     first item in the call, for errors. ``routed``: on Citus, the insert as statements Citus
-    routes to the tenant's worker (:mod:`pgmem.routed`).
+    routes to the tenant's worker (:mod:`pgmem.routed`). ``items``: the batch's items, when
+    some bring an expiry, origin or history to restore (an export's, :mod:`pgmem.exporting`),
+    written after the insert to the memories it made (:func:`pgmem.builders.restore_params`).
 
     Raises:
         IdTakenError: an item's id is another scope's (see :func:`taken_ids_steps`).
@@ -133,7 +137,28 @@ def insert_steps(
             "predates the duplicate locks. Use READ COMMITTED or SERIALIZABLE, or pass "
             "dedupe=False; nothing was written"
         )
+    restore = restore_params(tenant, items, rows) if items else None
+    if restore is not None:
+        yield store.restore_memories(restore)
     return add_results(tenant, rows)
+
+
+def restore_deleted_steps(
+    store: Store, tenant: str, histories: Sequence[tuple[uuid.UUID, Sequence[PastEvent]]],
+) -> Steps[int]:
+    """Write the history of memories deleted before an export, for the ids this tenant has
+    neither as a memory nor in its history (the others are left out: a file never adds to what
+    the tenant holds); how many memories' histories were written."""
+    known = set((yield from result_of(store.known_ids(
+        {"tenant": tenant, "ids": [memory_id for memory_id, _ in histories]}
+    ))))
+    fresh = [(memory_id, past) for memory_id, past in histories if memory_id not in known]
+    if not fresh:
+        return 0
+    written = yield from result_of(
+        store.restore_deleted_history(deleted_history_params(tenant, fresh))
+    )
+    return len(set(written))
 
 
 def taken_ids_steps(store: Store, tenant: str, params: Row, first: int) -> Steps[None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeVar
 
@@ -69,6 +69,31 @@ def execute(conn: psycopg.Connection, statement: Statement[T]) -> T:
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(query, params, prepare=prepare, binary=statement.binary)
         return statement.read(cur.fetchone() if statement.fetch == "one" else cur.fetchall())
+
+
+#: The name of the server-side cursor a stream reads through (one at a time per connection).
+STREAM_CURSOR = "pgmem_stream"
+
+
+def stream(conn: psycopg.Connection, statement: Statement[Any], itersize: int) -> Iterator[list[Row]]:
+    """The rows of ``statement`` (dict rows, in binary), fetched through a server-side cursor
+    ``itersize`` at a time: only one batch is held. ``conn`` must be in a transaction."""
+    with conn.cursor(name=STREAM_CURSOR, row_factory=dict_row) as cur:
+        cur.itersize = itersize
+        cur.execute(statement.query, statement.params, binary=True)
+        while rows := cur.fetchmany(itersize):
+            yield rows
+
+
+async def stream_async(
+    conn: psycopg.AsyncConnection, statement: Statement[Any], itersize: int
+) -> AsyncIterator[list[Row]]:
+    """The twin of :func:`stream`."""
+    async with conn.cursor(name=STREAM_CURSOR, row_factory=dict_row) as cur:
+        cur.itersize = itersize
+        await cur.execute(statement.query, statement.params, binary=True)
+        while rows := await cur.fetchmany(itersize):
+            yield rows
 
 
 class Pending(Generic[T]):
@@ -254,6 +279,20 @@ class Store:
         the memory standing for it, whether it was a ``duplicate``, and the transaction's
         ``isolation`` level."""
         return self._statement("insert_memories", params, "all", _rows)
+
+    def restore_memories(self, params: Row) -> Statement[None]:
+        """Give the memories an import has just made the expiry, origin and history their
+        items brought (``params`` from :func:`pgmem.builders.restore_params`)."""
+        return self._statement("restore_memories", params, "nothing", _nothing)
+
+    def known_ids(self, params: Row) -> Statement[list[uuid.UUID]]:
+        """Which of ``ids`` the tenant has as a memory or in its history."""
+        return self._statement("known_ids", params, "all", _ids)
+
+    def restore_deleted_history(self, params: Row) -> Statement[list[uuid.UUID]]:
+        """Write the events of memories deleted before an export (for ids
+        :meth:`known_ids` did not name); the memory id of each event written."""
+        return self._statement("restore_deleted_history", params, "all", _memory_ids)
 
     # -- the writes as Citus routes them to the tenant's worker (pgmem.routed)
 
@@ -495,6 +534,10 @@ def _found(row: Row | None) -> bool:
 
 def _id(row: Row | None) -> uuid.UUID | None:
     return None if row is None else row["id"]
+
+
+def _memory_ids(rows: list[Row]) -> list[uuid.UUID]:
+    return [row["memory_id"] for row in rows]
 
 
 def _ids(rows: list[Row]) -> list[uuid.UUID]:

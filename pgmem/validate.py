@@ -334,7 +334,22 @@ def memory_id(value: object) -> uuid.UUID:
 MAX_BATCH_SIZE = 10_000
 ITEM_KEYS = ("text", "metadata", "user_id", "agent_id", "run_id")
 # Keys for bringing memories over from another store (pgmem.importers): kept as they were.
-IMPORT_KEYS = ("id", "created_at", "updated_at", "embedding")
+IMPORT_KEYS = (
+    "id", "created_at", "updated_at", "embedding", "expires_at", "origin", "history",
+)
+#: The events of one memory's history an import may bring (pgmem export --history).
+MAX_HISTORY_EVENTS = 10_000
+EVENTS = ("ADD", "UPDATE", "DELETE")
+
+
+@dataclass(frozen=True)
+class PastEvent:
+    """An event of an imported memory's history, kept as it was (:func:`history`)."""
+
+    event: str
+    old_text: str | None
+    new_text: str | None
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -353,6 +368,11 @@ class NewMemory:
     namespace: tuple[str, ...] | None = None
     key: str | None = None
     ttl_minutes: float | None = None
+    #: What an export brings back (pgmem.exporting): the expiry, the origin, and the history,
+    #: which replaces the ADD event the insert writes (None: the insert's own).
+    expires_at: datetime | None = None
+    origin: dict[str, Any] | None = None
+    history: tuple[PastEvent, ...] | None = None
 
 
 def new_memory(
@@ -447,7 +467,45 @@ def _item(
         created_at=timestamp(item.get("created_at"), "created_at"),
         updated_at=timestamp(item.get("updated_at"), "updated_at"),
         embedding=embedding(item.get("embedding")),
+        expires_at=timestamp(item.get("expires_at"), "expires_at"),
+        origin=None if item.get("origin") is None else metadata(item["origin"], limits),
+        history=history(item.get("history"), limits),
     )
+
+
+def history(value: object, limits: Limits = DEFAULT_LIMITS) -> tuple[PastEvent, ...] | None:
+    """An imported memory's history: a list of at most :data:`MAX_HISTORY_EVENTS` events, each
+    ``{"event": "ADD" | "UPDATE" | "DELETE", "old_text", "new_text", "created_at"}`` (texts
+    or None; a timezone-aware time), in the order they happened; None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)):
+        raise InvalidInputError(f"history must be a list of events, got {type(value).__name__}")
+    if len(value) > MAX_HISTORY_EVENTS:
+        raise InvalidInputError(
+            f"history has {len(value)} events, more than {MAX_HISTORY_EVENTS}"
+        )
+    events = []
+    for index, event in enumerate(value):
+        what = f"history[{index}]"
+        if not isinstance(event, Mapping):
+            raise InvalidInputError(f"{what} must be a dict, got {type(event).__name__}")
+        unknown = [key for key in event if key not in ("event", "old_text", "new_text", "created_at")]
+        if unknown or event.get("event") not in EVENTS:
+            raise InvalidInputError(
+                f"{what} must be {{'event': one of {EVENTS}, 'old_text', 'new_text', "
+                f"'created_at'}}, got {shown(event)}"
+            )
+        texts = [
+            None if event.get(key) is None
+            else text(event[key], what=f"{what}.{key}", max_length=limits.max_text_length)
+            for key in ("old_text", "new_text")
+        ]
+        created = timestamp(event.get("created_at"), f"{what}.created_at")
+        if created is None:
+            raise InvalidInputError(f"{what} has no created_at")
+        events.append(PastEvent(event["event"], texts[0], texts[1], created))
+    return tuple(events)
 
 
 def timestamp(value: object, what: str) -> datetime | None:
@@ -485,6 +543,11 @@ def embedding(value: object) -> npt.NDArray[np.float32] | None:
     if not np.isfinite(vector).all() or not np.any(vector):
         raise InvalidInputError("embedding holds NaN or infinite values, or is a zero vector")
     return vector
+
+
+def itersize(value: object, top: int) -> int:
+    """How many rows a stream fetches at a time: an integer from 1 to ``top``."""
+    return _count("itersize", value, top)
 
 
 def batch_size(value: object) -> int:

@@ -568,6 +568,59 @@ SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at, 
   JOIN stored s ON s.id = coalesce(x.id, f.id)
  ORDER BY i.ord
 
+-- name: restore_memories
+-- After an import's insert, in its transaction: what a memory brings from an export that the
+-- insert does not write -- its expiry and origin, and its history, which replaces the ADD event
+-- the insert wrote. Only for the memories the insert has just made (`ids`), never one that was
+-- there before. The history of each of `replaced_ids` is replaced by its events: `event_ids[k]`
+-- is the memory of event k (in the order to write them). Each
+-- data-modifying CTE runs whether or not the INSERT reads it, in the statement's one snapshot:
+-- the DELETE does not see the events the INSERT writes.
+WITH memory AS (
+    UPDATE {schema}.memories m
+       SET expires_at = r.expires_at, origin = r.origin
+      FROM unnest(%(ids)s::uuid[], %(expires_ats)s::timestamptz[], %(origins)s::jsonb[])
+           AS r(id, expires_at, origin)
+     WHERE m.tenant = %(tenant)s AND m.id = r.id
+       AND (r.expires_at IS NOT NULL OR r.origin IS NOT NULL)
+    RETURNING m.id
+),
+replaced AS (
+    DELETE FROM {schema}.history h
+     WHERE h.tenant = %(tenant)s AND h.memory_id = ANY(%(replaced_ids)s::uuid[])
+    RETURNING h.id
+)
+INSERT INTO {schema}.history (tenant, memory_id, event, old_text, new_text, created_at)
+SELECT %(tenant)s, e.memory_id, e.event, e.old_text, e.new_text, e.created_at
+  FROM unnest(%(event_ids)s::uuid[], %(events)s::text[], %(old_texts)s::text[],
+              %(new_texts)s::text[], %(event_times)s::timestamptz[])
+       WITH ORDINALITY AS e(memory_id, event, old_text, new_text, created_at, ord)
+ ORDER BY e.ord
+
+-- name: known_ids
+-- Which of `ids` the tenant has as a memory or in its history (restore_deleted_history writes
+-- none of those). Two ranges of primary-key-led indexes; on Citus both routed to the tenant.
+SELECT m.id
+  FROM {schema}.memories m
+ WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[])
+UNION
+SELECT h.memory_id
+  FROM {schema}.history h
+ WHERE h.tenant = %(tenant)s AND h.memory_id = ANY(%(ids)s::uuid[])
+
+-- name: restore_deleted_history
+-- An import's events of memories deleted before their export (pgmem export --all --history),
+-- in the order given (`event_ids[k]` the memory of event k), for ids known_ids did not name in
+-- the same transaction: a file never adds to what the tenant holds (an import run again writes
+-- nothing). The memory id of each event written.
+INSERT INTO {schema}.history (tenant, memory_id, event, old_text, new_text, created_at)
+SELECT %(tenant)s, e.memory_id, e.event, e.old_text, e.new_text, e.created_at
+  FROM unnest(%(event_ids)s::uuid[], %(events)s::text[], %(old_texts)s::text[],
+              %(new_texts)s::text[], %(event_times)s::timestamptz[])
+       WITH ORDINALITY AS e(memory_id, event, old_text, new_text, created_at, ord)
+ ORDER BY e.ord
+RETURNING memory_id
+
 -- name: routed_batch_plan
 -- insert_memories on Citus (see pgmem.routed): what it decides before it writes, as one read
 -- Citus routes to the tenant's worker. Per item (1-based `ord`, in item order): the earlier item

@@ -55,7 +55,7 @@ def test_memory_and_async_memory_have_the_same_surface() -> None:
     methods = {n for n in names if inspect.isfunction(getattr(pgmem.Memory, n))}
     assert methods == {
         "add", "add_many", "update", "delete", "delete_all", "get", "get_all", "history",
-        "search", "search_sql", "explain_search", "close",
+        "search", "search_sql", "explain_search", "export", "close",
     }
     for name in methods:
         sync, coro = getattr(pgmem.Memory, name), getattr(pgmem.AsyncMemory, name)
@@ -93,7 +93,7 @@ def test_both_facades_hand_every_argument_to_the_shared_operation() -> None:
 
 def test_connectors_executors_and_runners_are_twins() -> None:
     assert public(Connector) == public(AsyncConnector) == {
-        "transaction", "batch", "close", "retries", "host"
+        "transaction", "batch", "snapshot", "close", "retries", "host"
     }
     assert parameters(Connector.__init__)[1:] != []
     assert [p[:3] for p in parameters(Connector.__init__)] == [

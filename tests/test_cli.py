@@ -115,7 +115,7 @@ def test_every_command_and_option_is_in_help_and_in_the_readme(
     assert set(commands) == {
         "migrate", "add", "import", "search", "get", "list", "delete", "update", "history",
         "stats", "doctor", "demo", "server", "mcp", "reembed", "grant-tenant", "distribute",
-        "ui",
+        "ui", "export",
     }
     for option in ("--dsn", "--schema", "--tenant", "--no-server"):
         assert option in top

@@ -307,5 +307,6 @@ def test_the_wheel_ships_sql_and_migrations(tmp_path: Path) -> None:
         "pgmem/migrations/versions/0005_rows_inline.py",
         "pgmem/migrations/versions/0006_store_items.py",
         "pgmem/sql/langgraph.sql",
+        "pgmem/sql/export.sql",
         "pgmem/py.typed",
     } <= names

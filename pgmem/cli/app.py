@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pgmem.cli import (
     demo,
     doctor,
+    exporting,
     importing,
     mcp,
     memories,
@@ -32,6 +33,7 @@ GROUPS: tuple[Callable[[Commands], None], ...] = (
     reembed.register,
     memories.register,
     importing.register,
+    exporting.register,
     stats.register,
     doctor.register,
     demo.register,

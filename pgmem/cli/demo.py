@@ -34,7 +34,7 @@ def register(commands: Commands) -> None:
 def cmd_demo(args: argparse.Namespace, session: Session) -> int:
     """Import the demo data and run three searches that show each signal at work."""
     memory = session.memory()
-    imported, duplicates = import_rows(memory, demo_rows("demo"), "the demo data")
+    imported, duplicates, _ = import_rows(memory, demo_rows("demo"), "the demo data")
     print(f"demo data: {imported} memories imported"
           + (f", {duplicates} already there" if duplicates else ""))
     for signal, user, query in DEMO_QUERIES:

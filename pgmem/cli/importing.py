@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import re
@@ -12,6 +13,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pgmem import exporting
 from pgmem.cli import mem0
 from pgmem.cli.options import (
     NO_SCOPE,
@@ -23,11 +25,13 @@ from pgmem.cli.options import (
     scope_options,
 )
 from pgmem.cli.session import Session
+from pgmem.embedding_space import embedder_name
 from pgmem.errors import InvalidInputError
 from pgmem.queries import SCOPE_IDS
 
 if TYPE_CHECKING:
     from pgmem.memory import Memory
+    from pgmem.results import AddResult
 
 DEMO_FILE = "demo/memories.jsonl"
 
@@ -62,12 +66,13 @@ def cmd_import(args: argparse.Namespace, session: Session) -> int:
     else:
         source = args.file
         rows = read_rows(_read_text(args.file), _file_format(args.file, args.format), source)
-    imported, duplicates = import_rows(
+    imported, duplicates, histories = import_rows(
         session.memory(), rows, source, batch_size=args.batch_size,
         scope=scope(args, required=False),
     )
     print(f"imported {imported} memories from {source}"
-          + (f" ({duplicates} already stored, skipped)" if duplicates else ""))
+          + (f" ({duplicates} already stored, skipped)" if duplicates else "")
+          + (f", and the history of {histories} deleted memories" if histories else ""))
     return 0
 
 
@@ -83,17 +88,28 @@ def import_rows(
     *,
     batch_size: int = 64,
     scope: ScopeArgs | None = None,
-) -> tuple[int, int]:
-    """add_many with a progress bar; (memories stored, duplicates skipped)."""
+) -> tuple[int, int, int]:
+    """add_many with a progress bar; (memories stored, duplicates skipped, deleted memories
+    whose history was written). The rows of a ``pgmem export`` file: its first line checked
+    (:func:`pgmem.exporting.checked_rows`) and left out, the lines of each text search
+    configuration (``ts_config``) added with it, then the history of the memories deleted
+    before the export (:meth:`pgmem.operations.Operations.restore_deleted`)."""
+    rows = exporting.checked_rows(rows, source, lambda: embedder_name(memory.embedder))
+    rows, deleted = exporting.deleted_rows(rows, source)
     progress = ProgressBar("importing", len(rows))
+    results: list[AddResult] = []
     try:
-        results = memory.add_many(
-            [item for _, item in rows], batch_size=batch_size, on_progress=progress,
-            **(scope or NO_SCOPE),
-        )
+        for config, group in exporting.by_ts_config(rows):
+            results.extend(memory.add_many(
+                [item for _, item in group], batch_size=batch_size, ts_config=config,
+                on_progress=functools.partial(_progress, progress, len(results), len(rows)),
+                **(scope or NO_SCOPE),
+            ))
     except InvalidInputError as exc:
         # add_many names an item by index; say which line of the file it came from.
         match = re.match(r"items\[(\d+)\]: (.*)", str(exc), re.DOTALL)
+        # an index into the group that failed: its rows follow those already added
+        rows = rows[len(results):]
         if match and int(match[1]) < len(rows):
             detail = re.sub(  # another item it names ("... is also items[1]'s")
                 r"items\[(\d+)\]",
@@ -105,7 +121,26 @@ def import_rows(
     finally:
         progress.finish()
     duplicates = sum(r.duplicate for r in results)
-    return len(results) - duplicates, duplicates
+    histories = 0
+    if deleted:
+        from pgmem.memory import run
+
+        try:
+            # not a call of Memory's API: only an export's file brings such lines
+            histories = run(memory._connector,
+                            memory._ops.restore_deleted([item for _, item in deleted]))
+        except InvalidInputError as exc:
+            match = re.match(r"histories\[(\d+)\]: (.*)", str(exc), re.DOTALL)
+            if match is None:
+                raise
+            line = deleted[int(match[1])][0]
+            raise type(exc)(f"{source}, line {line}: {match[2]}") from None
+    return len(results) - duplicates, duplicates, histories
+
+
+def _progress(progress: ProgressBar, before: int, total: int, done: int, _: int) -> None:
+    """A group's progress as the import's: ``before`` items were added in earlier groups."""
+    progress(before + done, total)
 
 
 def _read_text(path: str) -> str:
