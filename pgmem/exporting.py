@@ -1,7 +1,8 @@
 """Export: a tenant's or a scope's memories as JSON lines, in one snapshot, with constant memory.
 
 :func:`export` is the call :meth:`pgmem.Memory.export` and :meth:`pgmem.AsyncMemory.export` run
-(through :meth:`pgmem.operations.Operations.export`): it checks its arguments and yields one :class:`~pgmem.effects.Stream` -- the statements of
+(through :meth:`pgmem.operations.Operations.export`): it checks its arguments and yields one
+:class:`~pgmem.effects.Stream` -- the statements of
 ``sql/export.sql`` read in a read-only REPEATABLE READ transaction, the memories through a
 server-side cursor ``itersize`` rows at a time -- whose batches it writes as they come.
 

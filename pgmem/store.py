@@ -75,7 +75,9 @@ def execute(conn: psycopg.Connection, statement: Statement[T]) -> T:
 STREAM_CURSOR = "pgmem_stream"
 
 
-def stream(conn: psycopg.Connection, statement: Statement[Any], itersize: int) -> Iterator[list[Row]]:
+def stream(
+    conn: psycopg.Connection, statement: Statement[Any], itersize: int
+) -> Iterator[list[Row]]:
     """The rows of ``statement`` (dict rows, in binary), fetched through a server-side cursor
     ``itersize`` at a time: only one batch is held. ``conn`` must be in a transaction."""
     with conn.cursor(name=STREAM_CURSOR, row_factory=dict_row) as cur:

@@ -490,7 +490,8 @@ def history(value: object, limits: Limits = DEFAULT_LIMITS) -> tuple[PastEvent, 
         what = f"history[{index}]"
         if not isinstance(event, Mapping):
             raise InvalidInputError(f"{what} must be a dict, got {type(event).__name__}")
-        unknown = [key for key in event if key not in ("event", "old_text", "new_text", "created_at")]
+        unknown = [key for key in event
+                   if key not in ("event", "old_text", "new_text", "created_at")]
         if unknown or event.get("event") not in EVENTS:
             raise InvalidInputError(
                 f"{what} must be {{'event': one of {EVENTS}, 'old_text', 'new_text', "
