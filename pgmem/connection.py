@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, Union, runtim
 
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
@@ -47,6 +48,7 @@ from pgmem.errors import (
     wrap_db_errors,
 )
 from pgmem.migrate import parse_version
+from pgmem.queries import sql_blocks
 from pgmem.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
@@ -319,6 +321,16 @@ def _batch_block(mode: Mode) -> tuple[str, str, tuple[str, ...]]:
     if mode is Mode.OWN:
         return CITUS_BATCH
     return BATCH_SAVEPOINT, BATCH_RELEASE, BATCH_ROLLBACK
+
+
+def _caller_settings(mode: Mode) -> tuple[sql.SQL | None, sql.SQL | None]:
+    """In the caller's transaction, the statements that keep its settings before a batch and
+    restore them after it (``keep_caller_settings``, ``restore_caller_settings``): what the
+    batch sets locally must not outlive the call. None and None in pgmem's own transaction."""
+    if mode is Mode.OWN:
+        return None, None
+    blocks = sql_blocks()
+    return sql.SQL(blocks["keep_caller_settings"]), sql.SQL(blocks["restore_caller_settings"])
 
 
 def _end_batch_block(conn: psycopg.Connection, undo: tuple[str, ...]) -> None:
@@ -649,12 +661,17 @@ class Connector(_Pooled[ConnectionPool]):
                     yield conn, capabilities
             else:
                 begin, end, undo = _batch_block(mode)
+                keep, restore = _caller_settings(mode)
                 try:
                     with conn.pipeline():
                         conn.execute(begin)
                         if lock_timeout is not None:
                             conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
+                        if keep is not None:
+                            conn.execute(keep)
                         yield conn, capabilities
+                        if restore is not None:
+                            conn.execute(restore)
                         conn.execute(end)
                 except BaseException:
                     _end_batch_block(conn, undo)
@@ -831,12 +848,17 @@ class AsyncConnector(_Pooled[AsyncConnectionPool]):
                         yield conn, capabilities
                 else:
                     begin, end, undo = _batch_block(mode)
+                    keep, restore = _caller_settings(mode)
                     try:
                         async with conn.pipeline():
                             await conn.execute(begin)
                             if lock_timeout is not None:
                                 await conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
+                            if keep is not None:
+                                await conn.execute(keep)
                             yield conn, capabilities
+                            if restore is not None:
+                                await conn.execute(restore)
                             await conn.execute(end)
                     except BaseException:
                         await _end_batch_block_async(conn, undo)
