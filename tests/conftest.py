@@ -176,7 +176,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def pooler(server_dsn: str) -> Iterator[pooler_support.PgBouncer | None]:
+def tests_pooler(server_dsn: str) -> Iterator[pooler_support.PgBouncer | None]:
     """The PgBouncer ``PGMEM_TEST_POOLER`` asks for, in front of the test server (None
     without the variable)."""
     if POOLER_MODE is None:
@@ -198,7 +198,7 @@ def db_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
         return
     server_dsn: str = request.getfixturevalue("server_dsn")
     template_database: str = request.getfixturevalue("template_database")
-    bouncer: pooler_support.PgBouncer | None = request.getfixturevalue("pooler")
+    bouncer: pooler_support.PgBouncer | None = request.getfixturevalue("tests_pooler")
     name = f"pgmem_test_{uuid.uuid4().hex[:12]}"
     dsn = create_database(server_dsn, name, template=template_database)
     yield dsn if bouncer is None else bouncer.dsn(dsn)
