@@ -51,7 +51,7 @@ def test_eight_threads_add_and_search_through_a_transaction_pooler(
                     hits = mem.search(f"city number {n}", user_id=f"t{worker}", limit=ROUNDS)
                     assert added.id in {hit.id for hit in hits}
                     assert {hit.user_id for hit in hits} == {f"t{worker}"}
-            except BaseException as exc:  # reported below, with the pooler's log
+            except BaseException as exc:  # noqa: BLE001 - reported below, with the pooler's log
                 errors.append(exc)
 
         threads = [threading.Thread(target=work, args=(k,)) for k in range(THREADS)]
