@@ -156,6 +156,7 @@ def _run(db: Any, query: str) -> tuple[Any, ...]:
     return tuple(db.execute(sa.text(query)).one())
 
 
+@pytest.mark.also_on_citus
 @pytest.mark.parametrize("host", HOSTS, ids=lambda h: h.__name__)
 def test_a_search_leaves_the_callers_settings_as_they_were(
     host: Host, db_dsn: str, engine: sa.Engine, new_memory: Callable[[Any], pgmem.Memory],
