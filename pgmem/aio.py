@@ -20,6 +20,7 @@ from pgmem import default_database, effects, operations, tracing
 from pgmem.connection import (
     AsyncConnector,
     AsyncSource,
+    connector_options,
     retryable,
 )
 from pgmem.errors import ConnectionLostError, PgmemError, wrap_db_errors
@@ -162,17 +163,11 @@ class AsyncMemory(operations.Configured):
             settings, ModelWork(settings, embedder=embedder, nlp=nlp, reranker=reranker)
         )
         self._connector = AsyncConnector(
-            default_database.source(db, settings), max_size=settings.pool_max_size,
-            connect_timeout=settings.connect_timeout, lock_timeout=settings.lock_timeout,
-            pool_timeout=settings.pool_timeout,
+            default_database.source(db, settings), **connector_options(settings)
         )
         read_dsn = checked_read_dsn(settings.read_dsn)
         self._reads = ReadRoute(
-            None if read_dsn is None else AsyncConnector(
-                read_dsn, max_size=settings.pool_max_size,
-                connect_timeout=settings.connect_timeout, lock_timeout=settings.lock_timeout,
-                pool_timeout=settings.pool_timeout,
-            ),
+            None if read_dsn is None else AsyncConnector(read_dsn, **connector_options(settings)),
             host=self._connector.host, read_your_writes=settings.read_your_writes,
             fallback=settings.replica_fallback, retry_after=settings.replica_retry,
         )

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, Union, runtim
 
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
@@ -47,10 +48,12 @@ from pgmem.errors import (
     wrap_db_errors,
 )
 from pgmem.migrate import parse_version, sqlalchemy_errors
+from pgmem.queries import sql_blocks
 from pgmem.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_POOL_TIMEOUT,
+    POOLERS,
     Settings,
 )
 
@@ -104,6 +107,12 @@ _RETRYABLE = "pgmem_retryable"
 LOCK_TIMEOUT_QUERY = (
     "SELECT set_config('lock_timeout', %s, false) WHERE current_setting('lock_timeout') = '0'"
 )
+# Behind a transaction-mode pooler a session setting would stay on whichever server connection
+# ran it, for its later clients, and miss the others: the lock timeout is set in each
+# transaction of pgmem's own instead, with the call's first statement (same round trip).
+LOCAL_LOCK_TIMEOUT_QUERY = (
+    "SELECT set_config('lock_timeout', %s, true) WHERE current_setting('lock_timeout') = '0'"
+)
 # Setting up a connection of pgmem's own is not the caller's work: a database's or role's
 # statement_timeout (even 1 ms) must limit their calls, not refuse every connection. One
 # simple-query string opens the transaction and lifts the timeout in it before anything that
@@ -126,10 +135,17 @@ def _lock_timeout_ms(seconds: float) -> str:
     return f"{max(1, round(_positive('lock_timeout', seconds) * 1000))}ms"
 
 
-def _connect_kwargs(conninfo: str, connect_timeout: float) -> dict[str, Any]:
-    """Connection options of pgmem's pool: autocommit, and libpq's ``connect_timeout`` unless
-    the DSN or ``PGCONNECT_TIMEOUT`` sets one (libpq counts whole seconds, at least 2)."""
+def _connect_kwargs(
+    conninfo: str, connect_timeout: float, prepares: bool = True
+) -> dict[str, Any]:
+    """Connection options of pgmem's pool: autocommit, no server-side prepared statements
+    unless ``prepares`` (psycopg's ``prepare_threshold=None``: behind a transaction-mode
+    pooler the next transaction may run on a server connection that never saw them), and
+    libpq's ``connect_timeout`` unless the DSN or ``PGCONNECT_TIMEOUT`` sets one (libpq counts
+    whole seconds, at least 2)."""
     kwargs: dict[str, Any] = {"autocommit": True}
+    if not prepares:
+        kwargs["prepare_threshold"] = None
     try:
         in_dsn = "connect_timeout" in conninfo_to_dict(conninfo)
     except psycopg.Error:  # malformed: connecting will say so
@@ -310,6 +326,16 @@ def _batch_block(mode: Mode) -> tuple[str, str, tuple[str, ...]]:
     return BATCH_SAVEPOINT, BATCH_RELEASE, BATCH_ROLLBACK
 
 
+def _caller_settings(mode: Mode) -> tuple[sql.SQL | None, sql.SQL | None]:
+    """In the caller's transaction, the statements that keep its settings before a batch and
+    restore them after it (``keep_caller_settings``, ``restore_caller_settings``): what the
+    batch sets locally must not outlive the call. None and None in pgmem's own transaction."""
+    if mode is Mode.OWN:
+        return None, None
+    blocks = sql_blocks()
+    return sql.SQL(blocks["keep_caller_settings"]), sql.SQL(blocks["restore_caller_settings"])
+
+
 def _end_batch_block(conn: psycopg.Connection, undo: tuple[str, ...]) -> None:
     """Undo the batch's block after a failure (when it is open)."""
     if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
@@ -321,6 +347,19 @@ async def _end_batch_block_async(conn: psycopg.AsyncConnection, undo: tuple[str,
     if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
         for command in undo:
             await conn.execute(command)
+
+
+def connector_options(settings: Settings) -> dict[str, Any]:
+    """The keyword arguments of :class:`Connector` and :class:`AsyncConnector` that
+    ``settings`` give: pgmem's pool, its timeouts, and the pooler in front of the server."""
+    return {
+        "max_size": settings.pool_max_size,
+        "connect_timeout": settings.connect_timeout,
+        "lock_timeout": settings.lock_timeout,
+        "pool_timeout": settings.pool_timeout,
+        "pooler": settings.pooler,
+        "prepares": settings.prepares,
+    }
 
 
 def default_source(source: Any) -> Any:
@@ -373,9 +412,14 @@ class _Pooled(Generic[PoolT]):
 
     def __init__(
         self, *, min_size: int, max_size: int, connect_timeout: float, lock_timeout: float,
-        pool_timeout: float,
+        pool_timeout: float, pooler: str, prepares: bool,
     ) -> None:
+        if pooler not in POOLERS:
+            raise ConfigurationError(f"pooler must be one of {POOLERS}, got {pooler!r}")
         self._lock_timeout = _lock_timeout_ms(lock_timeout)
+        #: Behind a transaction-mode pooler: no session state (see LOCAL_LOCK_TIMEOUT_QUERY).
+        self._per_transaction = pooler == "transaction"
+        self._prepares = prepares
         self._owned_pool: PoolT | None = None
         self._pool: PoolT | None = None
         self._connect_timeout = connect_timeout
@@ -407,7 +451,7 @@ class _Pooled(Generic[PoolT]):
 
     def _use_conninfo(self, conninfo: str) -> None:
         self._conninfo = conninfo
-        self._connect_kwargs = _connect_kwargs(conninfo, self._connect_timeout)
+        self._connect_kwargs = _connect_kwargs(conninfo, self._connect_timeout, self._prepares)
         self._owned_pool = self._pool = self._new_pool()
 
     def _unopened(self) -> bool:
@@ -458,6 +502,18 @@ class _Pooled(Generic[PoolT]):
     def _owned(self) -> bool:
         return self._owned_pool is not None and self._pool is self._owned_pool
 
+    def _session_lock_timeout(self) -> str | None:
+        """The lock timeout to set on each new connection of pgmem's pool (None behind a
+        transaction-mode pooler: see :meth:`_transaction_lock_timeout`)."""
+        return None if self._per_transaction else self._lock_timeout
+
+    def _transaction_lock_timeout(self, mode: Mode) -> str | None:
+        """The lock timeout to set in a transaction of pgmem's own pool behind a
+        transaction-mode pooler (:data:`LOCAL_LOCK_TIMEOUT_QUERY`), else None."""
+        if self._per_transaction and mode is Mode.OWN and self._owned():
+            return self._lock_timeout
+        return None
+
 
 class Connector(_Pooled[ConnectionPool]):
     """Hands out connections inside a transaction: from pgmem's pool, or from what the caller
@@ -472,10 +528,13 @@ class Connector(_Pooled[ConnectionPool]):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        pooler: str = "none",
+        prepares: bool = True,
     ) -> None:
         super().__init__(
             min_size=min_size, max_size=max_size, connect_timeout=connect_timeout,
-            lock_timeout=lock_timeout, pool_timeout=pool_timeout,
+            lock_timeout=lock_timeout, pool_timeout=pool_timeout, pooler=pooler,
+            prepares=prepares,
         )
         self._connection: psycopg.Connection | None = None
         self._engine: Engine | None = None
@@ -521,7 +580,7 @@ class Connector(_Pooled[ConnectionPool]):
         # pgmem's own transactions are READ COMMITTED whatever the server's default: duplicate
         # detection needs each statement's fresh snapshot (see pgmem.errors.IsolationError).
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
-        self._capabilities[conn] = _set_up(conn, self._lock_timeout)
+        self._capabilities[conn] = _set_up(conn, self._session_lock_timeout())
 
     def _new_pool(self) -> ConnectionPool:
         return ConnectionPool(configure=self._configure, **self._pool_arguments())
@@ -553,12 +612,17 @@ class Connector(_Pooled[ConnectionPool]):
         the sync, COMMIT -- five round trips; opening the pipeline before the transaction
         made psycopg sync after BEGIN and before COMMIT, which saved none).
         Errors leave as :class:`~pgmem.errors.PgmemError` subclasses (see :func:`retryable`)."""
-        with self._lend() as (conn, _, capabilities, attempt), wrap_db_errors(conn), \
+        with self._lend() as (conn, mode, capabilities, attempt), wrap_db_errors(conn), \
                 conn.transaction():
+            lock_timeout = self._transaction_lock_timeout(mode)
             if pipeline:
                 with conn.pipeline():
+                    if lock_timeout is not None:
+                        conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
                     yield conn, capabilities
             else:
+                if lock_timeout is not None:
+                    conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
                 yield conn, capabilities
             attempt.committing = True
 
@@ -573,8 +637,11 @@ class Connector(_Pooled[ConnectionPool]):
         autocommit (an Engine's), in a transaction of its own (three round trips); on Citus,
         in a transaction block of its own in the same round trip (:data:`CITUS_BATCH`)."""
         with self._lend() as (conn, mode, capabilities, _), wrap_db_errors(conn):
+            lock_timeout = self._transaction_lock_timeout(mode)
             if mode is Mode.OWN and conn.autocommit and not capabilities.citus:
                 with conn.pipeline():
+                    if lock_timeout is not None:
+                        conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
                     yield conn, capabilities
             elif mode is Mode.OWN and not conn.autocommit:
                 # psycopg would send BEGIN (and sync) before the first statement
@@ -582,10 +649,17 @@ class Connector(_Pooled[ConnectionPool]):
                     yield conn, capabilities
             else:
                 begin, end, undo = _batch_block(mode)
+                keep, restore = _caller_settings(mode)
                 try:
                     with conn.pipeline():
                         conn.execute(begin)
+                        if lock_timeout is not None:
+                            conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
+                        if keep is not None:
+                            conn.execute(keep)
                         yield conn, capabilities
+                        if restore is not None:
+                            conn.execute(restore)
                         conn.execute(end)
                 except BaseException:
                     _end_batch_block(conn, undo)
@@ -687,10 +761,13 @@ class AsyncConnector(_Pooled[AsyncConnectionPool]):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        pooler: str = "none",
+        prepares: bool = True,
     ) -> None:
         super().__init__(
             min_size=min_size, max_size=max_size, connect_timeout=connect_timeout,
-            lock_timeout=lock_timeout, pool_timeout=pool_timeout,
+            lock_timeout=lock_timeout, pool_timeout=pool_timeout, pooler=pooler,
+            prepares=prepares,
         )
         self._connection: psycopg.AsyncConnection | None = None
         source = default_source(source)
@@ -717,7 +794,7 @@ class AsyncConnector(_Pooled[AsyncConnectionPool]):
 
     async def _configure(self, conn: psycopg.AsyncConnection) -> None:
         await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
-        self._capabilities[conn] = await _set_up_async(conn, self._lock_timeout)
+        self._capabilities[conn] = await _set_up_async(conn, self._session_lock_timeout())
 
     def _new_pool(self) -> AsyncConnectionPool:
         return AsyncConnectionPool(configure=self._configure, **self._pool_arguments())
@@ -739,13 +816,18 @@ class AsyncConnector(_Pooled[AsyncConnectionPool]):
         self, *, pipeline: bool = False
     ) -> AsyncIterator[tuple[psycopg.AsyncConnection, ServerCapabilities]]:
         """As :meth:`Connector.transaction`."""
-        async with self._lend() as (conn, _, capabilities, attempt):
+        async with self._lend() as (conn, mode, capabilities, attempt):
             with wrap_db_errors(conn):
                 async with conn.transaction():
+                    lock_timeout = self._transaction_lock_timeout(mode)
                     if pipeline:
                         async with conn.pipeline():
+                            if lock_timeout is not None:
+                                await conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
                             yield conn, capabilities
                     else:
+                        if lock_timeout is not None:
+                            await conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
                         yield conn, capabilities
                     attempt.committing = True
 
@@ -754,18 +836,28 @@ class AsyncConnector(_Pooled[AsyncConnectionPool]):
         """As :meth:`Connector.batch`."""
         async with self._lend() as (conn, mode, capabilities, _):
             with wrap_db_errors(conn):
+                lock_timeout = self._transaction_lock_timeout(mode)
                 if mode is Mode.OWN and conn.autocommit and not capabilities.citus:
                     async with conn.pipeline():
+                        if lock_timeout is not None:
+                            await conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
                         yield conn, capabilities
                 elif mode is Mode.OWN and not conn.autocommit:
                     async with conn.transaction(), conn.pipeline():
                         yield conn, capabilities
                 else:
                     begin, end, undo = _batch_block(mode)
+                    keep, restore = _caller_settings(mode)
                     try:
                         async with conn.pipeline():
                             await conn.execute(begin)
+                            if lock_timeout is not None:
+                                await conn.execute(LOCAL_LOCK_TIMEOUT_QUERY, (lock_timeout,))
+                            if keep is not None:
+                                await conn.execute(keep)
                             yield conn, capabilities
+                            if restore is not None:
+                                await conn.execute(restore)
                             await conn.execute(end)
                     except BaseException:
                         await _end_batch_block_async(conn, undo)

@@ -58,8 +58,8 @@ def _blocks() -> dict[str, str]:
 class ItemStore(Store):
     """pgmem's statements and those of ``sql/langgraph.sql``, for one schema."""
 
-    def __init__(self, schema: str) -> None:
-        super().__init__(schema)
+    def __init__(self, schema: str, *, prepares: bool = True) -> None:
+        super().__init__(schema, prepares=prepares)
         self.queries = Queries(schema, _blocks())
 
     def lock_items(self, params: Row, citus: bool = False) -> Statement[list[Row]]:
@@ -254,7 +254,7 @@ class Items:
     def __init__(self, ops: Operations, *, omit_expired: bool = False) -> None:
         self.ops = ops
         self.tenant = ops.tenant
-        self.store = ItemStore(ops.schema)
+        self.store = ItemStore(ops.schema, prepares=ops.store.prepares)
         self.omit_expired = omit_expired
 
     # -- reads

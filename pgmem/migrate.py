@@ -130,7 +130,11 @@ def engine_for(dsn: str) -> Engine:
     except psycopg.ProgrammingError as exc:
         raise ConfigurationError(f"invalid connection string: {exc}") from exc
 
-    return create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn))
+    # No server-side prepared statements: a migration repeats few statements, and behind a
+    # transaction-mode pooler they would stay on a server connection other clients get next.
+    return create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(dsn, prepare_threshold=None)
+    )
 
 
 def alembic_config(settings: MigrationSettings, connection: Connection | None = None) -> Config:

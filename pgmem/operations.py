@@ -122,7 +122,7 @@ class Operations:
         self.max_text_length = self.limits.max_text_length
         self.settings = settings
         self.models = models
-        self.store = Store(self.schema)
+        self.store = Store(self.schema, prepares=settings.prepares)
         self._space: EmbeddingSpace | None = None
         self._space_read = 0.0
         self._large_scopes = LargeScopes()

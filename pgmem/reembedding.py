@@ -53,6 +53,7 @@ from pgmem.migrate import (
     parse_version,
 )
 from pgmem.queries import sql_blocks
+from pgmem.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -264,7 +265,15 @@ class _Run:
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Hold the schema's re-embedding lock (a session lock: a killed run frees it)."""
+        """Hold the schema's re-embedding lock (a session lock: a killed run frees it). Not
+        behind a transaction-mode pooler (``PGMEM_POOLER=transaction``): the lock would stay
+        on whichever server connection took it."""
+        if Settings.from_env().pooler == "transaction":
+            raise ConfigurationError(
+                "reembed holds a session lock and builds indexes concurrently: give it a direct "
+                "connection to the server (or a session-mode pooler's), not a transaction-mode "
+                "pooler's, and run it with PGMEM_POOLER unset"
+            )
         (row,) = self.fetch("reembed_session_lock", {"schema": self.schema})
         if not row["locked"]:
             raise ConfigurationError(

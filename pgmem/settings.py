@@ -41,9 +41,13 @@ DEFAULT_READ_YOUR_WRITES = 5.0
 DEFAULT_REPLICA_RETRY = 30.0
 #: What a read does when the read replica fails (``PGMEM_REPLICA_FALLBACK``).
 REPLICA_FALLBACKS = ("primary", "error")
+#: What stands between pgmem and PostgreSQL (``PGMEM_POOLER``): nothing, or a pooler (PgBouncer,
+#: Supavisor, Neon's) that gives each client a server connection for its whole session, or only
+#: for each transaction (docs/production.md, "Connection poolers").
+POOLERS = ("none", "session", "transaction")
 
 #: The Memory options whose None means the setting's default (see Settings.of_memory).
-_NONE_IS_DEFAULT = ("ts_config", "limits")
+_NONE_IS_DEFAULT = ("ts_config", "limits", "prepared_statements")
 _YES = ("1", "true", "yes", "on")
 _NO = ("0", "false", "no", "off")
 
@@ -68,6 +72,9 @@ class Options(TypedDict, total=False):
     read_your_writes: float
     replica_fallback: str
     replica_retry: float
+    # Connection poolers (docs/production.md).
+    pooler: str
+    prepared_statements: bool | None
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,20 @@ class Settings:
     replica_fallback: str = "primary"  # PGMEM_REPLICA_FALLBACK: "primary" (warns) or "error"
     replica_retry: float = DEFAULT_REPLICA_RETRY  # PGMEM_REPLICA_RETRY
     tracing: bool = True  # PGMEM_TRACING: a span per call when opentelemetry-api is installed
+    # Connection poolers (docs/production.md).
+    pooler: str = "none"  # PGMEM_POOLER: "none", "session" or "transaction"
+    prepared_statements: bool | None = None  # PGMEM_PREPARED_STATEMENTS; None: see prepares
+
+    @property
+    def prepares(self) -> bool:
+        """Whether pgmem's statements may be prepared on the server (the search's generic
+        plan, made once per connection): ``prepared_statements``, else not behind a
+        transaction-mode pooler, which hands each transaction to any server connection (one
+        that keeps protocol prepared statements -- PgBouncer 1.21+ with
+        ``max_prepared_statements`` -- may set ``prepared_statements=True``)."""
+        if self.prepared_statements is not None:
+            return self.prepared_statements
+        return self.pooler != "transaction"
 
     @classmethod
     def from_env(
@@ -134,8 +155,8 @@ class Settings:
     def of_memory(cls, settings: Settings | None, options: Options) -> Settings:
         """The settings of a ``Memory``: ``settings`` (None: :meth:`from_env`) with its keyword
         ``options`` over them. An option given as None stays None -- and is refused where it
-        is checked, as any other bad value -- except ``ts_config`` and ``limits``, whose None
-        is the setting's default.
+        is checked, as any other bad value -- except ``ts_config``, ``limits`` and
+        ``prepared_statements``, whose None is the setting's default.
 
         Raises:
             ConfigurationError: an option names no setting.
@@ -181,6 +202,12 @@ def _flag(variable: str, raw: str) -> bool:
 def _fallback(variable: str, raw: str) -> str:
     if raw not in REPLICA_FALLBACKS:
         raise ConfigurationError(f"{variable} must be one of {REPLICA_FALLBACKS}, got {raw!r}")
+    return raw
+
+
+def _pooler(variable: str, raw: str) -> str:
+    if raw not in POOLERS:
+        raise ConfigurationError(f"{variable} must be one of {POOLERS}, got {raw!r}")
     return raw
 
 
@@ -233,6 +260,9 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "replica_fallback": ("PGMEM_REPLICA_FALLBACK", _fallback),
     "replica_retry": ("PGMEM_REPLICA_RETRY", _seconds),
     "tracing": ("PGMEM_TRACING", _flag),
+    # Connection poolers.
+    "pooler": ("PGMEM_POOLER", _pooler),
+    "prepared_statements": ("PGMEM_PREPARED_STATEMENTS", _flag),
 }
 
 

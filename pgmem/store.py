@@ -262,11 +262,14 @@ MAX_PARAMETERS = 65_535
 
 
 class Store:
-    """pgmem's statements for one schema."""
+    """pgmem's statements for one schema. Without ``prepares`` (behind a transaction-mode
+    pooler), every statement is sent unprepared (``prepare=False``), on the caller's
+    connection too, whatever its ``prepare_threshold``."""
 
-    def __init__(self, schema: str) -> None:
+    def __init__(self, schema: str, *, prepares: bool = True) -> None:
         self.schema = schema
         self.queries = Queries(schema)
+        self.prepares = prepares
 
     # -- lifecycle: each change runs its lock statements, then the change, in one transaction
 
@@ -502,6 +505,8 @@ class Store:
             scope_ids = [f"{c}_any" if params[c] is ANY else c for c in scope_ids]
             params = {k: None if v is ANY else v for k, v in params.items()}
         query = self.queries.get(name, NO_FILTER if filters is None else filters, scope_ids)
+        if not self.prepares and fetch not in ("plan", "analyze"):
+            prepare = False
         return Statement(name, query, params, fetch, read, prepare, binary)
 
 

@@ -1069,6 +1069,31 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off;
 SET LOCAL enable_seqscan = off
 
+-- name: keep_caller_settings
+-- In the caller's transaction, before search_settings: what the caller's transaction runs
+-- with, kept in the transaction's own setting pgmem.caller_settings (a JSON object, NULL for a
+-- setting not defined yet: pgvector's before its library loads, Citus's without Citus).
+-- search_settings are local to the caller's transaction, and the savepoint the search runs in is
+-- released, not rolled back (see pgmem.connection.BATCH_RELEASE): without this, the caller's
+-- own later statements would run without sequential scans, JIT or custom plans until COMMIT.
+SELECT set_config('pgmem.caller_settings', json_build_object(
+           'plan_cache_mode', current_setting('plan_cache_mode'),
+           'jit', current_setting('jit'),
+           'enable_seqscan', current_setting('enable_seqscan'),
+           'hnsw.iterative_scan', current_setting('hnsw.iterative_scan', true),
+           'hnsw.ef_search', current_setting('hnsw.ef_search', true),
+           'citus.propagate_set_commands',
+           current_setting('citus.propagate_set_commands', true))::text, true)
+
+-- name: restore_caller_settings
+-- After the search statement: the caller's settings back (keep_caller_settings). A setting the
+-- caller's transaction did not have but the search defined (pgvector's, loaded by the search)
+-- goes back to the session's value; one that exists in neither is left undefined. On Citus,
+-- the worker keeps search_settings_citus's values until the caller's transaction ends.
+SELECT set_config(s.key, s.value, true)
+  FROM json_each_text(current_setting('pgmem.caller_settings')::json) s
+ WHERE s.value IS NOT NULL OR current_setting(s.key, true) IS NOT NULL
+
 -- name: pgvector_version
 SELECT extversion FROM pg_extension WHERE extname = 'vector'
 

@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import pgmem
-from tests import citus_support
+from tests import citus_support, pooler_support
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # A command run by a test starts no background `pgmem server` unless the test asks for one.
@@ -32,7 +32,21 @@ ALLOWED_CI_SKIPS = (
     "not on Citus:",  # a test marked also_on_citus that names why one half does not apply
     "a German spaCy model would lemmatize instead",  # runs when no German model is installed
     "this server has no JIT",  # a PostgreSQL built without LLVM
+    pooler_support.SKIP_REASON,  # a not_behind_pooler test, when PGMEM_TEST_POOLER is set
 )
+
+#: The pool mode of the PgBouncer the tests' databases are reached through
+#: (``PGMEM_TEST_POOLER``, tests/pooler_support.py), or None: directly. pgmem is told so.
+POOLER_MODE = pooler_support.mode_from_env()
+if POOLER_MODE is not None:
+    os.environ["PGMEM_POOLER"] = POOLER_MODE
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Behind the tests' PgBouncer, skip a test marked ``not_behind_pooler(reason)``."""
+    marker = item.get_closest_marker("not_behind_pooler")
+    if POOLER_MODE is not None and marker is not None:
+        pytest.skip(f"{pooler_support.SKIP_REASON} {marker.args[0]}")
 
 
 def _fail_unlisted_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
@@ -147,7 +161,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     schema, marked ``citus``; ``not_on_citus(reason)`` skips the second run, saying why."""
     if "db_dsn" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
         "also_on_citus"
-    ):
+    ) and POOLER_MODE is None:  # behind the tests' PgBouncer, the server's run only
         marks = [pytest.mark.citus]
         exempt = metafunc.definition.get_closest_marker("not_on_citus")
         if exempt is not None:
@@ -162,10 +176,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
+@pytest.fixture(scope="session")
+def tests_pooler(server_dsn: str) -> Iterator[pooler_support.PgBouncer | None]:
+    """The PgBouncer ``PGMEM_TEST_POOLER`` asks for, in front of the test server (None
+    without the variable)."""
+    if POOLER_MODE is None:
+        yield None
+        return
+    with pooler_support.pgbouncer(server_dsn, POOLER_MODE) as bouncer:
+        yield bouncer
+
+
 @pytest.fixture
 def db_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh, migrated database for one test; for a test's ``[citus]`` run, the cluster's
-    distributed ``pgmem`` schema, emptied (tests/citus_support.py)."""
+    """A fresh, migrated database for one test (through the tests' PgBouncer when
+    ``PGMEM_TEST_POOLER`` is set); for a test's ``[citus]`` run, the cluster's distributed
+    ``pgmem`` schema, emptied (tests/citus_support.py)."""
     if getattr(request, "param", "server") == "citus":
         dsn, facts = request.getfixturevalue("citus_default_schema")
         citus_support.empty_schema(dsn, facts)
@@ -173,8 +199,10 @@ def db_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
         return
     server_dsn: str = request.getfixturevalue("server_dsn")
     template_database: str = request.getfixturevalue("template_database")
+    bouncer: pooler_support.PgBouncer | None = request.getfixturevalue("tests_pooler")
     name = f"pgmem_test_{uuid.uuid4().hex[:12]}"
-    yield create_database(server_dsn, name, template=template_database)
+    dsn = create_database(server_dsn, name, template=template_database)
+    yield dsn if bouncer is None else bouncer.dsn(dsn)
     drop_database(server_dsn, name)
 
 

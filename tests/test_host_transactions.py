@@ -6,6 +6,7 @@ never close."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -134,6 +135,63 @@ def test_writes_commit_or_roll_back_with_the_host_transaction(
         assert counts(db_dsn) == NOTHING, "pgmem committed the caller's transaction"
         end(commit)
     assert counts(db_dsn) == (WRITTEN if commit else NOTHING)
+
+
+# What the search sets for its own statement (search_settings in sql/queries.sql), each first
+# given a value of the caller's own in its transaction: after a search, the caller reads its own.
+CALLER_SETTINGS = {
+    "enable_seqscan": "on", "jit": "on", "plan_cache_mode": "force_custom_plan",
+    "hnsw.iterative_scan": "off", "hnsw.ef_search": "123",
+}
+SET_CALLER_SETTINGS = "SELECT " + ", ".join(
+    f"set_config('{name}', '{value}', true)" for name, value in CALLER_SETTINGS.items()
+)
+READ_SETTINGS = "SELECT " + ", ".join(f"current_setting('{name}')" for name in CALLER_SETTINGS)
+
+
+def _run(db: Any, query: str) -> tuple[Any, ...]:
+    """``query``'s one row, run by the caller on its own psycopg or SQLAlchemy object."""
+    if isinstance(db, psycopg.Connection):
+        row = db.execute(query).fetchone()  # type: ignore[call-overload]
+        assert row is not None
+        return tuple(row)
+    return tuple(db.execute(sa.text(query)).one())
+
+
+@pytest.mark.also_on_citus
+@pytest.mark.parametrize("host", HOSTS, ids=lambda h: h.__name__)
+def test_a_search_leaves_the_callers_settings_as_they_were(
+    host: Host, db_dsn: str, engine: sa.Engine, new_memory: Callable[[Any], pgmem.Memory],
+) -> None:
+    """search_settings are local to the transaction, and in the caller's they would outlive the
+    call: its later statements would run without sequential scans until COMMIT."""
+    with host(db_dsn, engine) as (db, end):
+        with new_memory(db) as mem:
+            mem.add("Caroline moved to Ottawa", user_id="u1")
+            _run(db, SET_CALLER_SETTINGS)
+            assert mem.search("Where is Caroline?", user_id="u1")
+            assert mem.search("Ottawa", user_id="u1", mode="keyword")
+            assert _run(db, READ_SETTINGS) == tuple(CALLER_SETTINGS.values())
+        end(False)
+
+
+def test_an_async_search_leaves_the_callers_settings_as_they_were(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+) -> None:
+    async def search_in_a_transaction() -> tuple[Any, ...]:
+        async with await psycopg.AsyncConnection.connect(db_dsn) as conn:
+            mem = pgmem.AsyncMemory(conn, embedder=embedder, nlp=analyzer)
+            await mem.add("Caroline moved to Ottawa", user_id="u1")
+            await conn.execute(SET_CALLER_SETTINGS)  # type: ignore[arg-type]
+            assert await mem.search("Where is Caroline?", user_id="u1")
+            cursor = await conn.execute(READ_SETTINGS)  # type: ignore[arg-type]
+            row = await cursor.fetchone()
+            await conn.rollback()
+            await mem.close()
+            assert row is not None
+            return tuple(row)
+
+    assert asyncio.run(search_in_a_transaction()) == tuple(CALLER_SETTINGS.values())
 
 
 @pytest.mark.parametrize("commit", [False, True], ids=["rollback", "commit"])

@@ -41,6 +41,8 @@ def test_each_variable_sets_its_setting() -> None:
     assert Settings.from_env({"PGMEM_MODEL_CONCURRENCY": "3"}).model_concurrency == 3
     assert Settings.from_env({"PGMEM_NLP_PROCESS": "1"}).nlp_process is True
     assert Settings.from_env({"PGMEM_DSN": "  "}).dsn is None  # blank: unset
+    pooled = Settings.from_env({"PGMEM_POOLER": "transaction", "PGMEM_PREPARED_STATEMENTS": "1"})
+    assert (pooled.pooler, pooled.prepared_statements) == ("transaction", True)
 
 
 def test_overrides_beat_the_environment_and_none_leaves_it() -> None:
@@ -65,6 +67,8 @@ def test_overrides_beat_the_environment_and_none_leaves_it() -> None:
         ("PGMEM_AUTOSTART", "later"),
         ("PGMEM_SERVER_IDLE_TIMEOUT", "-1"),
         ("PGMEM_SERVER_IDLE_TIMEOUT", "soon"),
+        ("PGMEM_POOLER", "pgbouncer"),
+        ("PGMEM_PREPARED_STATEMENTS", "sometimes"),
     ],
 )
 def test_a_bad_value_names_its_variable(variable: str, bad: str) -> None:
