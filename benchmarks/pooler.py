@@ -102,7 +102,8 @@ def corpus(memories: int, rng: random.Random) -> list[dict[str, Any]]:
 def questions(count: int, users: int, rng: random.Random) -> list[tuple[str, str]]:
     """(question, user) pairs."""
     return [
-        (f"Where does {rng.choice(NAMES)} go for {rng.choice(THINGS)}?", f"user-{rng.randrange(users)}")
+        (f"Where does {rng.choice(NAMES)} go for {rng.choice(THINGS)}?",
+         f"user-{rng.randrange(users)}")
         for _ in range(count)
     ]
 

@@ -182,7 +182,8 @@ def test_the_pooler_dsn_reaches_the_same_database(db_dsn: str, server_dsn: str) 
         bouncer.dsn(db_dsn)
     ) as conn:
         row = conn.execute("SELECT current_database(), inet_server_port()").fetchone()
-    assert row == (conninfo_to_dict(db_dsn)["dbname"], int(conninfo_to_dict(server_dsn).get("port") or 5432))
+    server_port = int(conninfo_to_dict(server_dsn).get("port") or 5432)
+    assert row == (conninfo_to_dict(db_dsn)["dbname"], server_port)
 
 
 def test_reembed_refuses_a_transaction_pooler(
@@ -191,7 +192,8 @@ def test_reembed_refuses_a_transaction_pooler(
     """reembed's session lock would stay on one server connection of the pooler's, for its
     later clients: it needs a direct connection."""
     monkeypatch.setenv("PGMEM_POOLER", "transaction")
-    for call in (lambda: pgmem.reembed(db_dsn, HashEmbedder()), lambda: pgmem.abort_reembed(db_dsn)):
+    for call in (lambda: pgmem.reembed(db_dsn, HashEmbedder()),
+                 lambda: pgmem.abort_reembed(db_dsn)):
         with pytest.raises(pgmem.ConfigurationError, match="direct connection"):
             call()
     with psycopg.connect(db_dsn) as conn:  # and nothing was started

@@ -131,7 +131,10 @@ def test_a_failing_link_insert_leaves_nothing_behind(db_dsn: str, fast: pgmem.Me
     assert duplicate_entities(db_dsn) == []
 
 
-@pytest.mark.not_behind_pooler("ALTER DATABASE SET reaches new server connections only, and the pooler keeps its own open")
+@pytest.mark.not_behind_pooler(
+    "ALTER DATABASE SET reaches new server connections only, and the pooler keeps its own "
+    "open"
+)
 def test_a_failing_history_insert_leaves_nothing_behind(db_dsn: str, fast: pgmem.Memory) -> None:
     """The history event is the last thing written: failing there undoes the memory, its
     entities and its links (add), the new text and links (update), the deletion (delete)."""
@@ -173,7 +176,10 @@ def terminate_backends(dsn: str) -> int:
     return int(row[0])
 
 
-@pytest.mark.not_behind_pooler("kills pgmem's server sessions, which a pooler replaces behind its clients' backs")
+@pytest.mark.not_behind_pooler(
+    "kills pgmem's server sessions, which a pooler replaces behind its clients' "
+    "backs"
+)
 def test_terminated_pool_connections_are_replaced(db_dsn: str, fast: pgmem.Memory) -> None:
     fast.add_many([f"note {i} about Oslo" for i in range(5)], user_id="u")
     for round_ in range(3):
@@ -184,7 +190,10 @@ def test_terminated_pool_connections_are_replaced(db_dsn: str, fast: pgmem.Memor
         assert len(fast.get_all(user_id="u").items) == 6 + round_
 
 
-@pytest.mark.not_behind_pooler("kills pgmem's server sessions, which a pooler replaces behind its clients' backs")
+@pytest.mark.not_behind_pooler(
+    "kills pgmem's server sessions, which a pooler replaces behind its clients' "
+    "backs"
+)
 def test_killing_connections_mid_run_raises_connection_lost_then_recovers(
     db_dsn: str, analyzer: pgmem.TextAnalyzer
 ) -> None:
@@ -267,7 +276,10 @@ TIMED_CALLS: dict[str, Callable[[pgmem.Memory, uuid.UUID], Any]] = {
 }
 
 
-@pytest.mark.not_behind_pooler("ALTER DATABASE SET reaches new server connections only, and the pooler keeps its own open")
+@pytest.mark.not_behind_pooler(
+    "ALTER DATABASE SET reaches new server connections only, and the pooler keeps its own "
+    "open"
+)
 def test_a_database_statement_timeout_raises_query_timeout(
     db_dsn: str, analyzer: pgmem.TextAnalyzer, fast: pgmem.Memory
 ) -> None:
@@ -286,7 +298,10 @@ def test_a_database_statement_timeout_raises_query_timeout(
     execute(db_dsn, f"ALTER DATABASE {db} RESET statement_timeout")
 
 
-@pytest.mark.not_behind_pooler("ALTER DATABASE SET reaches new server connections only, and the pooler keeps its own open")
+@pytest.mark.not_behind_pooler(
+    "ALTER DATABASE SET reaches new server connections only, and the pooler keeps its own "
+    "open"
+)
 def test_a_tiny_statement_timeout_raises_query_timeout(
     db_dsn: str, analyzer: pgmem.TextAnalyzer, fast: pgmem.Memory
 ) -> None:
@@ -304,7 +319,10 @@ def test_a_tiny_statement_timeout_raises_query_timeout(
     execute(db_dsn, f"ALTER DATABASE {db} RESET statement_timeout")
 
 
-@pytest.mark.not_behind_pooler("ALTER DATABASE SET reaches new server connections only, and the pooler keeps its own open")
+@pytest.mark.not_behind_pooler(
+    "ALTER DATABASE SET reaches new server connections only, and the pooler keeps its own "
+    "open"
+)
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_databases_statement_timeout_limits_calls_not_connecting(
     db_dsn: str, analyzer: pgmem.TextAnalyzer, fast: pgmem.Memory, kind: str
@@ -336,7 +354,10 @@ def test_a_databases_statement_timeout_limits_calls_not_connecting(
         execute(db_dsn, f"ALTER DATABASE {db} RESET statement_timeout")
 
 
-@pytest.mark.not_behind_pooler("a session SET on an autocommit connection stays on one server connection of a transaction pooler")
+@pytest.mark.not_behind_pooler(
+    "a session SET on an autocommit connection stays on one server connection of a "
+    "transaction pooler"
+)
 def test_timeouts_on_a_host_connection(db_dsn: str, analyzer: pgmem.TextAnalyzer) -> None:
     with psycopg.connect(db_dsn, autocommit=True) as host:
         mem = pgmem.Memory(host, embedder=HashEmbedder(), nlp=analyzer)
