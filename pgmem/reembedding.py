@@ -420,7 +420,7 @@ class _Run:
     def write(self, table: str, rows: Sequence[dict[str, Any]], target: EmbeddingSpace) -> None:
         vectors = checked_embeddings(self.embedder, [row["text"] for row in rows], target.dim)
         self.execute(
-            f"reembed_{table}_write",
+            f"reembed_{table}_write" + ("_citus" if self.citus else ""),
             {
                 "tenants": [row["tenant"] for row in rows],
                 "ids": [row["id"] for row in rows],
