@@ -7,7 +7,11 @@
 --    embedding_next on memories and entities, and a trigger that empties a memory's
 --    embedding_next when its text changes -- one transaction.
 -- 2. copy: the rows whose embedding_next is empty, in key order and batches: embedded, and
---    written only if the memory's text is still the one embedded (content_hash).
+--    written only if the memory's text is still the one embedded (content_hash), its
+--    embedding_next still empty, and no write holds the row (skipped: a later pass takes it).
+--    Meanwhile the application's writes store the new model's vectors of what they write, in
+--    their own transactions, where they can embed with it (pgmem.next_model, queries.sql's
+--    write_next_memories): those rows never become rows to do.
 -- 3. indexes, built CONCURRENTLY (writes go on): a partial index of the rows still to do (found
 --    at once by the catch-up and the switch), and the HNSW index of the new column.
 -- 4. catch-up: rows added or changed meanwhile, through the partial index.
