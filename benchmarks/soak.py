@@ -1,6 +1,7 @@
 """A soak: a mixed load for a long time while faults hit the server, then a check of the database.
 
     python -m benchmarks.soak --minutes M --clients C [--faults] [--out report.md]
+                              [--reembed [--reembed-alone]]
                               [--pg-dir /tmp/pg-soak] [--port 54355] [--keep-server]
 
 It starts a PostgreSQL of its own (``scripts/test-postgres.sh`` in ``--pg-dir`` on ``--port``),
@@ -14,6 +15,13 @@ With ``--faults`` the server meanwhile gets (:class:`benchmarks.soak_server.Faul
 minutes, or once in a run of under 10): backend kills all along, a fast restart, 20 s down, a
 statement_timeout storm, and a reembed to the other model name that is killed and resumed
 (and aborted if it has not caught up with the writes after 10 minutes).
+
+With ``--reembed`` (and no ``--faults``), a reembed to the other model name starts at a third of
+the run (:class:`Reembedding`) while the clients go on: the clients' Memories are given the
+other model as ``next_embedder``, so their writes store both vectors (``--reembed-alone``: they
+are not, and the reembed alone embeds their rows). The report shows the backlog (rows still
+without a vector of the new model) every 10 s, the reembed's rows per second and when it
+switched; the clients then move to the new model name.
 
 Then it checks the database (:func:`benchmarks.soak_check.check`): nothing the clients were told
 was stored is lost, nothing they were not told of is there, every history chain replays to its
@@ -52,6 +60,7 @@ from benchmarks.soak_server import (
     Named,
     Server,
     children,
+    reembed_process,
     rss_kib,
 )
 from pgmem.nlp_process import make_analyzer
@@ -115,8 +124,8 @@ class Fleet:
     and one spaCy process; after a reembed, new ones on the other name (the old ones are closed
     a minute later, once their calls in flight are over)."""
 
-    def __init__(self, dsn: str, pool_size: int) -> None:
-        self.dsn, self.pool_size = dsn, pool_size
+    def __init__(self, dsn: str, pool_size: int, helping: bool = False) -> None:
+        self.dsn, self.pool_size, self.helping = dsn, pool_size, helping
         self.model = pgmem.SentenceTransformerEmbedder()
         self.analyzer = make_analyzer()
         self.lock = threading.Lock()
@@ -125,9 +134,12 @@ class Fleet:
 
     def _open(self, name: str) -> dict[str, pgmem.Memory]:
         embedder = Named(self.model, name)
+        # with helping, writes during a reembed to the other name store its vectors too
+        other = Named(self.model, MODELS[1] if name == MODELS[0] else MODELS[0])
         return {
             tenant: pgmem.Memory(self.dsn, tenant=tenant, embedder=embedder, nlp=self.analyzer,
-                                 pool_max_size=self.pool_size)
+                                 pool_max_size=self.pool_size,
+                                 next_embedder=other if self.helping else None)
             for tenant in TENANTS
         }
 
@@ -292,6 +304,95 @@ class Client:
             ledger.wrong(f"history of {target} does not end with its text")
 
 
+class Reembedding:
+    """``--reembed``: at ``start_at`` (seconds into the run) a reembed to the other model name in
+    a process of its own (:func:`benchmarks.soak_server.reembed_process`), while the clients
+    write; every SAMPLE_SECONDS the backlog (``reembed_status``) and the memories' count; when
+    it switches, the fleet moves to the new name."""
+
+    def __init__(self, dsn: str, fleet: Fleet, started: float, start_at: float,
+                 log: FaultLog) -> None:
+        self.dsn, self.fleet, self.started, self.start_at, self.log = (
+            dsn, fleet, started, start_at, log)
+        self.pids: list[int] = []
+        self.began: float | None = None
+        self.switched: float | None = None
+        self.embedded = 0  # rows the reembed process embedded (its last progress line)
+        self.backlog: list[tuple[float, int, int, int]] = []  # at, memories, entities, total
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        if self.stop.wait(max(0.0, self.started + self.start_at - time.monotonic())):
+            return
+        target = MODELS[1]
+        self.began = time.monotonic()
+        self.log.note(f"reembed to {target} started")
+        sampling = threading.Thread(target=self._sample, daemon=True)
+        sampling.start()
+        with reembed_process(self.dsn, target) as process:
+            self.pids = [process.pid]
+            assert process.stdout is not None
+            last = ""
+            for line in process.stdout:
+                last = line
+                if line.startswith("progress"):
+                    self.embedded = int(line.split()[1])
+            process.wait()
+        self.pids = []
+        if process.returncode == 0 and last.startswith("done"):
+            self.switched = time.monotonic()
+            self.fleet.switch(target)
+            self.log.note(f"reembed to {target} switched ({self.embedded} rows embedded by it)")
+        else:
+            self.log.note(f"reembed exited {process.returncode}")
+        self.stop.set()
+        sampling.join()
+
+    def _sample(self) -> None:
+        while True:
+            self._backlog()
+            if self.stop.wait(SAMPLE_SECONDS):
+                self._backlog()
+                return
+
+    def _backlog(self) -> None:
+        try:
+            status = pgmem.reembed_status(self.dsn)
+            with psycopg.connect(self.dsn, autocommit=True,
+                                 application_name=ADMIN_APPLICATION) as conn:
+                (total,) = conn.execute("SELECT count(*) FROM pgmem.memories").fetchone() or (0,)
+        except pgmem.PgmemError:
+            return
+        self.backlog.append((time.monotonic() - self.started, status.memories_todo,
+                             status.entities_todo, int(total)))
+
+    def report(self, calls: Calls, helping: bool, clients_stopped: float) -> list[str]:
+        if self.began is None:
+            return []
+        began = self.began - self.started
+        end = (self.switched or time.monotonic()) - self.started
+        after = (f" ({end - clients_stopped:.0f} s after the clients stopped)"
+                 if end > clients_stopped else " (the clients writing all along)")
+        writes = sum(1 for t, kind, _, e in calls.rows
+                     if began <= t < end and e is None and kind in ("add", "update"))
+        writes += 5 * sum(1 for t, kind, _, e in calls.rows
+                          if began <= t < end and e is None and kind == "add_many")
+        seconds = max(end - began, 1e-9)
+        lines = ["## Re-embedding under load", "",
+                 (f"- writes {'also store the new model' if helping else 'store the old model only'}"
+                  f" (`--reembed{'' if helping else ' --reembed-alone'}`)"),
+                 f"- started at {began / 60:.1f} min; "
+                 + (f"switched at {end / 60:.1f} min, after {seconds:.0f} s{after}"
+                    if self.switched else f"not switched ({seconds:.0f} s)"),
+                 (f"- rows embedded by the reembed: {self.embedded} "
+                  f"({self.embedded / seconds:.1f} rows/s); memories written by the clients "
+                  f"meanwhile: {writes} ({writes / seconds:.1f}/s)"), "",
+                 report.table(["s", "memories to do", "entities to do", "memories"],
+                              [[f"{at - began:.0f}", m, e, n]
+                               for at, m, e, n in self.backlog]), ""]
+        return lines
+
+
 @dataclass
 class Sample:
     """Connections and resident memory (KiB) at one moment."""
@@ -305,8 +406,10 @@ class Sampler:
     """Every SAMPLE_SECONDS: the database's connections by state, and the RSS of the soak
     process, its spaCy child, a running reembed and the PostgreSQL server (all processes)."""
 
-    def __init__(self, server: Server, dsn: str, faults: Faults | None, started: float) -> None:
+    def __init__(self, server: Server, dsn: str, faults: Faults | None, started: float,
+                 reembedding: Reembedding | None = None) -> None:
         self.server, self.dsn, self.faults, self.started = server, dsn, faults, started
+        self.reembedding = reembedding
         self.samples: list[Sample] = []
         self.stop = threading.Event()
 
@@ -328,6 +431,7 @@ class Sampler:
     def _rss(self) -> dict[str, int]:
         me = os.getpid()
         reembed = set(self.faults.reembed_pids) if self.faults else set()
+        reembed |= set(self.reembedding.pids) if self.reembedding else set()
         rss = {"soak": rss_kib(me) or 0}
         rss["spacy child"] = sum(rss_kib(p) or 0 for p in children(me) if p not in reembed)
         rss["reembed"] = sum(rss_kib(p) or 0 for p in reembed)
@@ -414,12 +518,15 @@ def mean_rss(samples: list[Sample], start: float, end: float, key: str) -> float
 
 
 def write_report(args: argparse.Namespace, calls: Calls, samples: list[Sample],
-                 log: FaultLog, finding: Finding, wall: float) -> tuple[str, bool]:
+                 log: FaultLog, finding: Finding, wall: float,
+                 reembedding: Reembedding | None = None) -> tuple[str, bool]:
     minutes = args.minutes
+    flags = (" --faults" if args.faults else "") + (" --reembed" if args.reembed else "") + (
+        " --reembed-alone" if args.reembed_alone else "")
     lines = [(f"# Soak: {minutes} min, {args.clients} clients, faults "
              f"{'on' if args.faults else 'off'}"), "",
              (f"`python -m benchmarks.soak --minutes {minutes} --clients {args.clients}"
-             f"{' --faults' if args.faults else ''}` ({wall / 60:.1f} min wall, "
+             f"{flags}` ({wall / 60:.1f} min wall, "
              f"{len(calls.rows)} calls)"), ""]
     lines += ["## Per minute (latency of successful calls)", "",
               report.table(["min", "calls/s", "errors", "p50", "p95", "p99"],
@@ -438,6 +545,8 @@ def write_report(args: argparse.Namespace, calls: Calls, samples: list[Sample],
     lines += ["## Connections and resident memory (MiB) over time", "", report.table(
         ["min", "connections", "active", "idle in tx", "soak", "spaCy child", "reembed",
          "postgres (all)"], samples_table(samples, every)), ""]
+    if reembedding is not None:
+        lines += reembedding.report(calls, helping=not args.reembed_alone, clients_stopped=wall)
     if log.events:
         lines += ["## Faults", "", *(f"- +{t:.0f}s {what}" for t, what in log.events), ""]
     window = min(10.0, minutes / 3) * 60
@@ -466,12 +575,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--faults", action="store_true")
+    parser.add_argument("--reembed", action="store_true",
+                        help="a reembed to the other model name at a third of the run")
+    parser.add_argument("--reembed-alone", action="store_true",
+                        help="with --reembed: the clients' writes do not help it")
     parser.add_argument("--out", help="write the report (markdown) there too")
     parser.add_argument("--pg-dir", default=os.environ.get("PGMEM_SOAK_PG_DIR", "/tmp/pg-soak"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("PGMEM_SOAK_PG_PORT",
                                                                        "54355")))
     parser.add_argument("--keep-server", action="store_true")
     args = parser.parse_args(argv)
+    if args.reembed and args.faults:
+        parser.error("--reembed and --faults both start a reembed: choose one")
+    if args.reembed_alone and not args.reembed:
+        parser.error("--reembed-alone goes with --reembed")
 
     server = Server(args.pg_dir, args.port)
     server.start()
@@ -485,7 +602,8 @@ def main(argv: list[str] | None = None) -> int:
 def _soak(args: argparse.Namespace, server: Server) -> int:
     dsn = fresh_database(server.dsn)
     pgmem.migrate(dsn)
-    fleet = Fleet(dsn, pool_size=max(2, args.clients // len(TENANTS) + 2))
+    fleet = Fleet(dsn, pool_size=max(2, args.clients // len(TENANTS) + 2),
+                  helping=args.reembed and not args.reembed_alone)
     for tenant in TENANTS:  # load the models and open the pools before the clock starts
         warm = fleet.of(tenant)
         warm.search("warm up", user_id="warm-up")
@@ -495,13 +613,17 @@ def _soak(args: argparse.Namespace, server: Server) -> int:
     stop = threading.Event()
     faults = (Faults(server, dsn, DBNAME, period=min(args.minutes, 10) * 60, log=log,
                      models=MODELS, on_reembed=fleet.switch) if args.faults else None)
-    sampler = Sampler(server, dsn, faults, calls.started)
+    reembedding = (Reembedding(dsn, fleet, calls.started, args.minutes * 60 / 3, log)
+                   if args.reembed else None)
+    sampler = Sampler(server, dsn, faults, calls.started, reembedding)
     clients = [Client(n, fleet, calls, stop) for n in range(args.clients)]
     threads = [threading.Thread(target=c.run, name=f"client-{c.number}", daemon=True)
                for c in clients]
     extra = [threading.Thread(target=sampler.run, daemon=True)]
     if faults:
         extra.append(threading.Thread(target=faults.run, daemon=True))
+    if reembedding:
+        extra.append(threading.Thread(target=reembedding.run, daemon=True))
     for thread in threads + extra:
         thread.start()
     deadline = calls.started + args.minutes * 60
@@ -516,13 +638,15 @@ def _soak(args: argparse.Namespace, server: Server) -> int:
     sampler.stop.set()
     for thread in threads:
         thread.join(timeout=120)
+    if reembedding:  # a reembed in progress finishes, now without writers
+        extra[1].join(timeout=900)
     _ensure_up(server, dsn, log)
     ledgers = [ledger for client in clients for ledger in client.ledgers]
     finding = check(dsn, ledgers)
     for kind, n in visible_elsewhere(fleet, ledgers, dsn).counts.items():
         finding.counts[kind] += n
     fleet.close_retired(everything=True)
-    text, passed = write_report(args, calls, sampler.samples, log, finding, wall)
+    text, passed = write_report(args, calls, sampler.samples, log, finding, wall, reembedding)
     print(text)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as out:

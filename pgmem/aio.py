@@ -156,11 +156,15 @@ class AsyncMemory(operations.Configured):
         embedder: Any = None,
         nlp: Analyzers = None,
         reranker: Reranker | None = None,
+        next_embedder: Any = None,
         **options: Unpack[Options],
     ) -> None:
         settings = Settings.of_memory(settings, options)
         self._ops = operations.Operations(
-            settings, ModelWork(settings, embedder=embedder, nlp=nlp, reranker=reranker)
+            settings, ModelWork(
+                settings, embedder=embedder, nlp=nlp, reranker=reranker,
+                next_embedder=next_embedder,
+            ),
         )
         self._connector = AsyncConnector(
             default_database.source(db, settings), **connector_options(settings)

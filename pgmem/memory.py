@@ -163,6 +163,10 @@ class Memory(operations.Configured):
     ``nlp``: English's :class:`~pgmem.nlp.TextAnalyzer` or spaCy model name, or a dict of
     them by text search configuration (``{"french": "fr_core_news_md"}``).
     ``reranker``: any object with ``rerank(query, hits, limit)``, used when ``rerank=True``.
+    ``next_embedder``: the embedder of a model the schema may be re-embedded to
+    (:func:`pgmem.reembed`); while that re-embedding is pending, writes also store its vectors
+    (a sentence-transformers model named ``organisation/model`` needs none: it is loaded by
+    name; see :mod:`pgmem.next_model`).
     ``keyword_score``: ``"bm25"`` (default) or ``"ts_rank_cd"``.
     ``scoring``: ``"default"``, or ``"mem0"`` for Mem0's exact scoring (its keyword sigmoid
     table, entity matches from similarity 0.5; ``"seed"`` is an older name of it); see
@@ -202,11 +206,15 @@ class Memory(operations.Configured):
         embedder: Any = None,
         nlp: Analyzers = None,
         reranker: Reranker | None = None,
+        next_embedder: Any = None,
         **options: Unpack[Options],
     ) -> None:
         settings = Settings.of_memory(settings, options)
         self._ops = operations.Operations(
-            settings, ModelWork(settings, embedder=embedder, nlp=nlp, reranker=reranker)
+            settings, ModelWork(
+                settings, embedder=embedder, nlp=nlp, reranker=reranker,
+                next_embedder=next_embedder,
+            ),
         )
         self._connector = Connector(
             default_database.source(db, settings), **connector_options(settings)

@@ -32,8 +32,9 @@ from pgmem.embedding import (
     make_embedder,
     usable_cores,
 )
-from pgmem.embedding_space import embedder_dimension, embedder_name
+from pgmem.embedding_space import EmbeddingSpace, embedder_dimension, embedder_name
 from pgmem.languages import Analyzers, Languages, TextSearch
+from pgmem.next_model import NextModel, NextVectors
 from pgmem.nlp import Analysis, TextAnalyzer
 from pgmem.rerank import Reranker
 from pgmem.results import SearchHit
@@ -88,8 +89,8 @@ def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], 
 
 
 class ModelWork:
-    """The models of a ``Memory`` (see the module docstring). ``embedder``, ``nlp`` and
-    ``reranker`` are ``Memory``'s arguments of those names; what is None comes from
+    """The models of a ``Memory`` (see the module docstring). ``embedder``, ``nlp``,
+    ``reranker`` and ``next_embedder`` are ``Memory``'s arguments of those names; what is None comes from
     ``settings``. Nothing loads a model here."""
 
     def __init__(
@@ -99,9 +100,12 @@ class ModelWork:
         embedder: Any = None,
         nlp: Analyzers = None,
         reranker: Reranker | None = None,
+        next_embedder: Any = None,
     ) -> None:
         self.settings = settings
         self.embedder = make_embedder(embedder, settings)
+        # the pending model of a re-embedding, for the writes made meanwhile (pgmem.next_model)
+        self.next_model = NextModel(settings, next_embedder)
         # spaCy runs in a process of its own where the embedder runs beside it (the two would
         # take turns for the GIL; pgmem.nlp_process), unless the caller gave an analyzer -- then
         # the embedder is not asked (torch's answer imports torch: seconds a CLI command).
@@ -264,3 +268,12 @@ class ModelWork:
         """:func:`rerank_hits`, in a turn of model work."""
         with self.turn():
             return rerank_hits(reranker, query, hits, limit)
+
+    def next_vectors(
+        self, target: EmbeddingSpace, texts: Sequence[str], names: Sequence[str]
+    ) -> NextVectors | None:
+        """A write's vectors of a re-embedding's pending model ``target`` (see
+        :class:`~pgmem.next_model.NextModel`), in a turn of model work; None when this process
+        cannot make them."""
+        with self.turn():
+            return self.next_model.vectors(target, self.embedder, texts, names)

@@ -57,6 +57,7 @@ from pgmem.filters import compile_filters
 from pgmem.languages import TextSearch, check_name
 from pgmem.migrate import check_schema_name
 from pgmem.model_work import ModelWork
+from pgmem.next_model import NextVectors
 from pgmem.nlp import TextAnalyzer
 from pgmem.rerank import Reranker
 from pgmem.results import (
@@ -196,6 +197,7 @@ class Operations:
             raise InvalidInputError("update needs a new text, new metadata or both")
         meta = None if metadata is None else validate.metadata(metadata, self.limits)
         vectors_of: VectorsOf | None = None
+        nexts: NextVectors | None = None
         new_text = None if text is None else validate.text(text, max_length=self.max_text_length)
         if new_text is None:
             params = update_params(self.tenant, checked_id, metadata=meta)
@@ -215,11 +217,12 @@ class Operations:
                 self.tenant, checked_id, text=new_text, analysis=analysis, vectors=vectors,
                 metadata=meta, text_search=text_search,
             )
+            nexts = yield from self._next_vectors(space, [new_text], params["entity_names"])
         return (
             yield from transaction(
                 lambda capabilities: update_steps(
                     self.store, self.tenant, checked_id, params, vectors_of, guard,
-                    routed=capabilities.citus,
+                    routed=capabilities.citus, nexts=nexts,
                 )
             )
         )
@@ -505,16 +508,30 @@ class Operations:
         params = yield from compute(
             functools.partial(self._batch_params, items, space.dim, dedupe, text_search)
         )
+        nexts = yield from self._next_vectors(space, params["texts"], params["entity_names"])
         # Pipeline mode: the locks and the insert travel in one round trip.
         return (
             yield from transaction(
                 lambda capabilities: insert_steps(
                     self.store, self.tenant, params, vectors_of, first, routed=capabilities.citus,
                     items=items if any(_restores(item) for item in items) else (),
+                    nexts=nexts,
                 ),
                 pipeline=True,
             )
         )
+
+    def _next_vectors(
+        self, space: EmbeddingSpace, texts: Sequence[str], names: Sequence[str]
+    ) -> Operation[NextVectors | None]:
+        """A write's vectors of the model a re-embedding moves the schema to, when one is
+        pending (as last read: see :meth:`_checked_space`) and this process can embed with
+        it (:mod:`pgmem.next_model`); else None."""
+        if space.next is None:
+            return None
+        return (yield from compute(
+            functools.partial(self.models.next_vectors, space.next, texts, names)
+        ))
 
     def _batch_params(
         self, items: Sequence[NewMemory], dim: int, dedupe: bool, text_search: TextSearch

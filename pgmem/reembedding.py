@@ -5,10 +5,13 @@ on searching and writing with the old one; then one short transaction switches t
 The steps, and what a kill at each leaves, are described at the top of ``sql/reembed.sql``;
 running :func:`reembed` again with the same embedder resumes, :func:`abort_reembed` undoes.
 
-Writes made meanwhile by an application on the old model are not lost: a memory added during
-the copy has no new vector yet, and a memory whose text changes loses its new one (a trigger);
-the catch-up and then the switch -- which first waits for pgmem's writes in flight -- embed
-them. After the switch, a ``Memory`` still open on the old model refuses to write (each vector
+Writes made meanwhile by an application on the old model are not lost. Where the writing
+process can embed with the new model (:mod:`pgmem.next_model`), each write stores the new
+model's vectors of its rows in its own transaction, so that the backlog only shrinks. Else a
+memory added during the copy has no new vector yet, and a memory whose text changes loses its
+new one (a trigger); the catch-up and then the switch -- which first waits for pgmem's writes
+in flight -- embed them. The copy skips rows a write holds (a later pass takes them) and never
+overwrites a new vector a write stored. After the switch, a ``Memory`` still open on the old model refuses to write (each vector
 write checks the model on record in its transaction) and re-reads the model within
 :data:`~pgmem.embedding_space.RECHECK_SECONDS` before searching.
 """
@@ -430,7 +433,7 @@ class _Run:
     def write(self, table: str, rows: Sequence[dict[str, Any]], target: EmbeddingSpace) -> None:
         vectors = checked_embeddings(self.embedder, [row["text"] for row in rows], target.dim)
         self.execute(
-            f"reembed_{table}_write",
+            f"reembed_{table}_write" + ("_citus" if self.citus else ""),
             {
                 "tenants": [row["tenant"] for row in rows],
                 "ids": [row["id"] for row in rows],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -37,6 +38,7 @@ from pgmem.errors import (
     NotFoundError,
     SchemaError,
 )
+from pgmem.next_model import NextVectors
 from pgmem.results import AddResult, HistoryEvent, MemoryRecord, Page
 from pgmem.routed import routed_delete_steps, routed_insert_steps, routed_update_steps
 from pgmem.store import Row, Statement, Store
@@ -78,10 +80,11 @@ def space_steps(store: Store) -> Steps[EmbeddingSpace]:
 VectorsOf = tuple[EmbeddingSpace, str]
 
 
-def model_check_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
+def model_check_steps(store: Store, vectors_of: VectorsOf) -> Steps[EmbeddingSpace]:
     """Check, in a write's transaction and before it writes, that the schema still holds the
     model its vectors were made with -- a re-embedding may have switched it since the Memory
-    read it -- and record the embedder's name if no model is on record.
+    read it -- and record the embedder's name if no model is on record. Returns the space read
+    (its ``next``: the re-embedding pending now).
 
     Raises:
         ModelMismatchError: the schema holds another model's vectors now.
@@ -103,11 +106,39 @@ def model_check_steps(store: Store, vectors_of: VectorsOf) -> Steps[None]:
     ):
         shown = space if space is not None else expected
         raise mismatch(store.schema, shown, name, expected.dim)
+    return space
+
+
+def next_vectors_steps(
+    store: Store, tenant: str, space: EmbeddingSpace | None, nexts: NextVectors | None,
+    ids: list[uuid.UUID], hashes: list[str],
+) -> Steps[None]:
+    """Store a write's vectors of a re-embedding's pending model (``nexts``: one per memory of
+    ``ids`` with its text's ``hashes``, and its entity names'), when ``space`` -- read in the
+    write's transaction, whose lock on ``embedding_models`` keeps the re-embedding from
+    switching or being undone until it commits -- still has that re-embedding pending. A
+    re-embedding begun since the Memory last read the model gets nothing here: its copy embeds
+    those rows."""
+    if (
+        nexts is None or space is None or space.next is None
+        or not space.next.same_vectors(nexts.space)
+    ):
+        return
+    if ids:
+        yield store.write_next_memories({
+            "tenant": tenant, "ids": ids, "content_hashes": hashes,
+            "embeddings": list(nexts.texts),
+        })
+    if nexts.names:
+        yield store.write_next_entities({
+            "tenant": tenant, "names": list(nexts.names),
+            "embeddings": list(nexts.name_vectors),
+        })
 
 
 def insert_steps(
     store: Store, tenant: str, params: Row, vectors_of: VectorsOf | None = None, first: int = 0,
-    *, routed: bool = False, items: Sequence[NewMemory] = (),
+    *, routed: bool = False, items: Sequence[NewMemory] = (), nexts: NextVectors | None = None,
 ) -> Steps[list[AddResult]]:
     """Add a batch (``params`` from :func:`insert_params`): the duplicate locks, then the insert
     (after :func:`model_check_steps` with ``vectors_of``). ``first``: the index of the batch's
@@ -115,6 +146,8 @@ def insert_steps(
     routes to the tenant's worker (:mod:`pgmem.routed`). ``items``: the batch's items, when
     some bring an expiry, origin or history to restore (an export's, :mod:`pgmem.exporting`),
     written after the insert to the memories it made (:func:`pgmem.builders.restore_params`).
+    ``nexts``: the items' vectors of a re-embedding's pending model, stored for the memories
+    the batch added (not on Citus).
 
     Raises:
         IdTakenError: an item's id is another scope's (see :func:`taken_ids_steps`).
@@ -122,8 +155,7 @@ def insert_steps(
             locks, so that a concurrent add of the same text would be missed. Raised after the
             insert, whose rows tell the isolation level; the caller's savepoint undoes it.
     """
-    if vectors_of is not None:
-        yield from model_check_steps(store, vectors_of)
+    space = None if vectors_of is None else (yield from model_check_steps(store, vectors_of))
     # entity-name locks always, duplicate locks with dedupe
     yield store.lock_contents(params, routed)
     yield from taken_ids_steps(store, tenant, params, first)
@@ -140,6 +172,13 @@ def insert_steps(
     restore = restore_params(tenant, items, rows) if items else None
     if restore is not None:
         yield store.restore_memories(restore)
+    if nexts is not None and not routed:
+        fresh = [k for k, row in enumerate(rows) if not row["duplicate"]]
+        yield from next_vectors_steps(
+            store, tenant, space,
+            replace(nexts, texts=nexts.texts[fresh]),
+            [rows[k]["id"] for k in fresh], [params["content_hashes"][k] for k in fresh],
+        )
     return add_results(tenant, rows)
 
 
@@ -184,13 +223,14 @@ def taken_ids_steps(store: Store, tenant: str, params: Row, first: int) -> Steps
 def update_steps(
     store: Store, tenant: str, memory_id: uuid.UUID, params: Row,
     vectors_of: VectorsOf | None = None, guard: Guard | None = None, *, routed: bool = False,
+    nexts: NextVectors | None = None,
 ) -> Steps[MemoryRecord]:
     """Update a memory (``params`` from :func:`update_params`) after locking it and its entities
     (and, for new vectors, :func:`model_check_steps` with ``vectors_of``); with ``guard``,
     only a memory of the guard's scope (see :func:`get_steps`). ``routed``: on Citus, the update
-    as statements Citus routes to the tenant's worker (:mod:`pgmem.routed`)."""
-    if vectors_of is not None:
-        yield from model_check_steps(store, vectors_of)
+    as statements Citus routes to the tenant's worker (:mod:`pgmem.routed`). ``nexts``: the new
+    text's vectors of a re-embedding's pending model (not stored on Citus)."""
+    space = None if vectors_of is None else (yield from model_check_steps(store, vectors_of))
     if not (yield from result_of(store.lock_memory(params))):
         raise not_found(tenant, memory_id)
     if guard:
@@ -210,6 +250,10 @@ def update_steps(
     )
     if row is None:  # not after lock_memory found it
         raise not_found(tenant, memory_id)
+    if nexts is not None and not routed:
+        yield from next_vectors_steps(
+            store, tenant, space, nexts, [memory_id], [params["content_hash"]]
+        )
     return record(tenant, row)
 
 

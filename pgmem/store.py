@@ -486,6 +486,15 @@ class Store:
         """Record ``model`` as the schema's if none is recorded."""
         return self._statement("claim_embedding_model", {"model": model}, "nothing", _nothing)
 
+    def write_next_memories(self, params: Row) -> Statement[None]:
+        """A write's vectors of a re-embedding's pending model (``tenant``, ``ids``,
+        ``content_hashes``, ``embeddings``)."""
+        return self._statement("write_next_memories", params, "nothing", _nothing, prepare=False)
+
+    def write_next_entities(self, params: Row) -> Statement[None]:
+        """The same for entities (``tenant``, ``names``, ``embeddings``)."""
+        return self._statement("write_next_entities", params, "nothing", _nothing, prepare=False)
+
     def _statement(
         self,
         name: str,

@@ -1117,6 +1117,36 @@ UPDATE {schema}.embedding_models e
                    WHERE u.role = 'current' AND u.model IS NULL
                      FOR UPDATE SKIP LOCKED)
 
+-- name: write_next_memories
+-- During a re-embedding (pgmem.reembed, sql/reembed.sql: row 'next' of embedding_models, which
+-- this write's transaction read, and column embedding_next): the pending model's vectors of the
+-- memories this write stored, each kept only where the memory still has the text embedded
+-- (content_hash) and no vector of that model yet. A row another transaction holds is skipped,
+-- not waited for (the re-embedding embeds it): the write never waits here.
+UPDATE {schema}.memories m
+   SET embedding_next = v.embedding
+  FROM unnest(%(ids)s::uuid[], %(content_hashes)s::text[], %(embeddings)b::vector[])
+       AS v(id, content_hash, embedding)
+ WHERE m.tenant = %(tenant)s AND m.id = v.id AND m.content_hash = v.content_hash
+   AND m.id IN (SELECT l.id
+                  FROM {schema}.memories l
+                 WHERE l.tenant = %(tenant)s AND l.id = ANY(%(ids)s::uuid[])
+                   AND l.embedding_next IS NULL
+                   FOR UPDATE SKIP LOCKED)
+
+-- name: write_next_entities
+-- The same for the entities a write linked, by their stored (normalised) name, as the
+-- re-embedding embeds them.
+UPDATE {schema}.entities e
+   SET embedding_next = v.embedding
+  FROM unnest(%(names)s::text[], %(embeddings)b::vector[]) AS v(name, embedding)
+ WHERE e.tenant = %(tenant)s AND e.name = v.name
+   AND e.id IN (SELECT l.id
+                  FROM {schema}.entities l
+                 WHERE l.tenant = %(tenant)s AND l.name = ANY(%(names)s::text[])
+                   AND l.embedding_next IS NULL
+                   FOR UPDATE SKIP LOCKED)
+
 -- name: explain_prepare
 -- explain_search: the search statement prepared under a name of its own (its parameters
 -- numbered), so that EXPLAIN shows the generic plan a search runs with; EXPLAIN of a statement

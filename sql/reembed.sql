@@ -7,7 +7,11 @@
 --    embedding_next on memories and entities, and a trigger that empties a memory's
 --    embedding_next when its text changes -- one transaction.
 -- 2. copy: the rows whose embedding_next is empty, in key order and batches: embedded, and
---    written only if the memory's text is still the one embedded (content_hash).
+--    written only if the memory's text is still the one embedded (content_hash), its
+--    embedding_next still empty, and no write holds the row (skipped: a later pass takes it).
+--    Meanwhile the application's writes store the new model's vectors of what they write, in
+--    their own transactions, where they can embed with it (pgmem.next_model, queries.sql's
+--    write_next_memories): those rows never become rows to do.
 -- 3. indexes, built CONCURRENTLY (writes go on): a partial index of the rows still to do (found
 --    at once by the catch-up and the switch), and the HNSW index of the new column.
 -- 4. catch-up: rows added or changed meanwhile, through the partial index.
@@ -114,12 +118,22 @@ SELECT e.tenant, e.id, e.name AS text, e.name AS content_hash
  LIMIT %(limit)s
 
 -- name: reembed_memories_write
--- New vectors, each kept only if its memory still has the text that was embedded.
+-- New vectors, each kept only if its memory still has the text that was embedded and no new
+-- vector yet (an application's write may have stored one meanwhile: pgmem.next_model). A row
+-- a write holds is skipped, not waited for -- left for the catch-up -- so that the copy never
+-- waits for, nor deadlocks with, a write (which locks entity rows in name order, not this
+-- statement's key order).
 UPDATE {schema}.memories m
    SET embedding_next = v.embedding
   FROM unnest(%(tenants)s::text[], %(ids)s::uuid[], %(hashes)s::text[],
               %(embeddings)b::vector[]) AS v(tenant, id, content_hash, embedding)
  WHERE m.tenant = v.tenant AND m.id = v.id AND m.content_hash = v.content_hash
+   AND (m.tenant, m.id) IN (SELECT l.tenant, l.id
+                              FROM {schema}.memories l
+                              JOIN unnest(%(tenants)s::text[], %(ids)s::uuid[]) AS k(tenant, id)
+                                ON l.tenant = k.tenant AND l.id = k.id
+                             WHERE l.embedding_next IS NULL
+                               FOR UPDATE OF l SKIP LOCKED)
 
 -- name: reembed_entities_write
 UPDATE {schema}.entities e
@@ -127,6 +141,30 @@ UPDATE {schema}.entities e
   FROM unnest(%(tenants)s::text[], %(ids)s::uuid[], %(hashes)s::text[],
               %(embeddings)b::vector[]) AS v(tenant, id, name, embedding)
  WHERE e.tenant = v.tenant AND e.id = v.id AND e.name = v.name
+   AND (e.tenant, e.id) IN (SELECT l.tenant, l.id
+                              FROM {schema}.entities l
+                              JOIN unnest(%(tenants)s::text[], %(ids)s::uuid[]) AS k(tenant, id)
+                                ON l.tenant = k.tenant AND l.id = k.id
+                             WHERE l.embedding_next IS NULL
+                               FOR UPDATE OF l SKIP LOCKED)
+
+-- name: reembed_memories_write_citus
+-- reembed_memories_write on Citus, which runs no row locks in a statement over many shards:
+-- it waits for a row a write holds.
+UPDATE {schema}.memories m
+   SET embedding_next = v.embedding
+  FROM unnest(%(tenants)s::text[], %(ids)s::uuid[], %(hashes)s::text[],
+              %(embeddings)b::vector[]) AS v(tenant, id, content_hash, embedding)
+ WHERE m.tenant = v.tenant AND m.id = v.id AND m.content_hash = v.content_hash
+   AND m.embedding_next IS NULL
+
+-- name: reembed_entities_write_citus
+UPDATE {schema}.entities e
+   SET embedding_next = v.embedding
+  FROM unnest(%(tenants)s::text[], %(ids)s::uuid[], %(hashes)s::text[],
+              %(embeddings)b::vector[]) AS v(tenant, id, name, embedding)
+ WHERE e.tenant = v.tenant AND e.id = v.id AND e.name = v.name
+   AND e.embedding_next IS NULL
 
 -- name: reembed_memories_todo_index
 -- Step 3: the rows still to do, once most are done: small, and kept up to date by every write.
@@ -187,6 +225,9 @@ ANALYZE {schema}.memories, {schema}.entities
 
 -- name: reembed_abort
 -- Undo steps 1-4 (the old column was never touched). IF EXISTS: a killed step 1 leaves nothing.
+-- First waits for pgmem's writes in flight, as the switch does: one that read the next model on
+-- record may still store its vector in the new column.
+LOCK TABLE {schema}.embedding_models IN ACCESS EXCLUSIVE MODE;
 DROP TRIGGER IF EXISTS memories_reembed ON {schema}.memories;
 DROP FUNCTION IF EXISTS {schema}.reembed_invalidate();
 DROP INDEX IF EXISTS {schema}.memories_reembed_todo_idx;
