@@ -379,7 +379,8 @@ class Reembedding:
                           if began <= t < end and e is None and kind == "add_many")
         seconds = max(end - began, 1e-9)
         lines = ["## Re-embedding under load", "",
-                 (f"- writes {'also store the new model' if helping else 'store the old model only'}"
+                 ("- writes "
+                  f"{'also store the new model' if helping else 'store the old model only'}"
                   f" (`--reembed{'' if helping else ' --reembed-alone'}`)"),
                  f"- started at {began / 60:.1f} min; "
                  + (f"switched at {end / 60:.1f} min, after {seconds:.0f} s{after}"

@@ -90,8 +90,8 @@ def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], 
 
 class ModelWork:
     """The models of a ``Memory`` (see the module docstring). ``embedder``, ``nlp``,
-    ``reranker`` and ``next_embedder`` are ``Memory``'s arguments of those names; what is None comes from
-    ``settings``. Nothing loads a model here."""
+    ``reranker`` and ``next_embedder`` are ``Memory``'s arguments of those names; what is None
+    comes from ``settings``. Nothing loads a model here."""
 
     def __init__(
         self,

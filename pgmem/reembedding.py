@@ -11,9 +11,9 @@ model's vectors of its rows in its own transaction, so that the backlog only shr
 memory added during the copy has no new vector yet, and a memory whose text changes loses its
 new one (a trigger); the catch-up and then the switch -- which first waits for pgmem's writes
 in flight -- embed them. The copy skips rows a write holds (a later pass takes them) and never
-overwrites a new vector a write stored. After the switch, a ``Memory`` still open on the old model refuses to write (each vector
-write checks the model on record in its transaction) and re-reads the model within
-:data:`~pgmem.embedding_space.RECHECK_SECONDS` before searching.
+overwrites a new vector a write stored. After the switch, a ``Memory`` still open on the old
+model refuses to write (each vector write checks the model on record in its transaction) and
+re-reads the model within :data:`~pgmem.embedding_space.RECHECK_SECONDS` before searching.
 """
 
 from __future__ import annotations
