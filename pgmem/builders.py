@@ -186,9 +186,13 @@ def search_plan(inputs: SearchInputs, *, exact_scan: bool) -> SearchPlan:
 
 
 def fuse_rows(
-    plan: SearchPlan, rows: Sequence[dict[str, Any]], *, threshold: float, limit: int
+    plan: SearchPlan, rows: Sequence[dict[str, Any]], *, threshold: float, limit: int,
+    semantic_scale: scoring.SemanticScale | None = None,
 ) -> list[SearchHit]:
-    """Score the statement's rows (step 8) and turn the best ``limit`` into hits."""
+    """Score the statement's rows (step 8) and turn the best ``limit`` into hits. With a
+    ``semantic_scale`` (the model's, :func:`pgmem.scoring.stretch`) the semantic signal --
+    the threshold's, the fusion's and the hits' ``explain.semantic`` -- is the stretched
+    similarity."""
     plan = with_query_terms(plan, rows)
     keyword_score = plan.params.keyword_score
     # Candidates are keyed by their ids' integers (quicker to hash and sort than UUIDs) and
@@ -198,7 +202,7 @@ def fuse_rows(
     candidates = [
         scoring.Signals(
             key=key,
-            semantic=float(row["semantic"]),
+            semantic=scoring.stretch(float(row["semantic"]), semantic_scale),
             keyword_raw=scoring.keyword_raw(row["bm25"], row["rank_cd"], keyword_score),
             entity_hits=tuple(zip(row["entity_similarities"], row["entity_spreads"]))
             if row["entity_names"] else (),

@@ -1,4 +1,10 @@
-"""Embedders: text to unit vectors. Any object with ``embed(texts) -> array (n, dim)`` will do.
+"""Embedders: text to unit vectors.
+
+An embedder has ``embed_query(texts)`` and ``embed_documents(texts)`` (each ``-> array (n,
+dim)``): pgmem embeds search queries with the first and memories' texts and entity names with
+the second (:data:`QUERY`, :data:`DOCUMENT`; models such as e5 or bge embed a query
+differently from a passage). An object with only ``embed(texts)`` is one too: both kinds call
+it (:func:`embed_kind`). docs/embedders.md lists the providers (``pgmem.providers``).
 
 The default is all-MiniLM-L6-v2 (384 dimensions). Its weights come from
 ``PGMEM_EMBEDDING_MODEL`` (a local path or a model name), else from the Hugging Face hub's cache
@@ -46,13 +52,52 @@ _EXPORT_VERSION = 2
 BATCH_TOKENS = 256
 
 
+#: The kinds of text an embedder is asked for: a search query, or a stored text (a memory's
+#: text, an entity's name -- entity names are documents on both sides, so that a query's
+#: entities and a memory's compare in one space).
+QUERY = "query"
+DOCUMENT = "document"
+KINDS = (QUERY, DOCUMENT)
+
+
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns texts into vectors, one row per text."""
+    """Turns texts into vectors, one row per text (the simplest form: both kinds alike)."""
 
     def embed(self, texts: Sequence[str]) -> Any:
         """An array-like of shape (len(texts), dim)."""
         ...
+
+
+@runtime_checkable
+class QueryDocumentEmbedder(Protocol):
+    """Turns queries and documents into vectors, each its own way (LangChain's names; here
+    both take a list of texts)."""
+
+    def embed_query(self, texts: Sequence[str]) -> Any:
+        """The vectors of search queries: an array-like of shape (len(texts), dim)."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> Any:
+        """The vectors of stored texts: an array-like of shape (len(texts), dim)."""
+        ...
+
+
+def embed_kind(embedder: Any, texts: Sequence[str], kind: str = DOCUMENT) -> Any:
+    """``texts`` embedded as ``kind`` (:data:`QUERY` or :data:`DOCUMENT`): the embedder's
+    ``embed_query`` or ``embed_documents`` where it has it, else its ``embed``."""
+    method = getattr(embedder, "embed_query" if kind == QUERY else "embed_documents", None)
+    if not callable(method):
+        method = embedder.embed
+    return method(list(texts))
+
+
+def is_embedder(candidate: Any) -> bool:
+    """Whether ``candidate`` has the methods of an embedder: ``embed``, or both
+    ``embed_query`` and ``embed_documents``."""
+    if callable(getattr(candidate, "embed", None)):
+        return True
+    return all(callable(getattr(candidate, m, None)) for m in ("embed_query", "embed_documents"))
 
 
 def usable_cores() -> int:
@@ -68,10 +113,12 @@ def omp_threads_sleep() -> bool:
     return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
 
 
-def embed_apart(embedder: Any, texts: Sequence[str]) -> Any:
-    """Embed ``texts`` while spaCy analyses in another process: the embedder's ``embed_apart``
-    where it has one (:meth:`OnnxEmbedder.embed_apart`), else its ``embed``."""
-    return getattr(embedder, "embed_apart", embedder.embed)(texts)
+def embed_apart(embedder: Any, texts: Sequence[str], kind: str = DOCUMENT) -> Any:
+    """Embed ``texts`` (as ``kind``) while spaCy analyses in another process: the embedder's
+    ``embed_apart`` where it has one (:meth:`OnnxEmbedder.embed_apart`, a model without
+    kinds), else :func:`embed_kind`."""
+    apart = getattr(embedder, "embed_apart", None)
+    return apart(texts) if callable(apart) else embed_kind(embedder, texts, kind)
 
 
 def length_batches(lengths: Sequence[int], max_size: int, max_tokens: int) -> list[list[int]]:
@@ -504,10 +551,11 @@ def _quantize(source: Path, target: Path) -> None:
 
 
 def checked_embeddings(
-    embedder: Any, texts: Sequence[str], dim: int, *, apart: bool = False
+    embedder: Any, texts: Sequence[str], dim: int, *, apart: bool = False, kind: str = DOCUMENT
 ) -> npt.NDArray[np.float32]:
-    """Embed ``texts`` (with :func:`embed_apart` if ``apart``: spaCy analyses in another process
-    meanwhile) and check the result: one finite, non-zero ``dim``-vector per text.
+    """Embed ``texts`` as ``kind`` (:func:`embed_kind`; with :func:`embed_apart` if ``apart``:
+    spaCy analyses in another process meanwhile) and check the result: one finite, non-zero
+    ``dim``-vector per text.
 
     Raises:
         DimensionMismatchError: the vectors have another dimension than the schema's.
@@ -517,7 +565,10 @@ def checked_embeddings(
     if not texts:
         return np.zeros((0, dim), dtype=np.float32)
     try:
-        output = embed_apart(embedder, list(texts)) if apart else embedder.embed(list(texts))
+        output = (
+            embed_apart(embedder, list(texts), kind) if apart
+            else embed_kind(embedder, texts, kind)
+        )
     except PgmemError:
         raise
     except Exception as exc:  # a model's failure is the caller's to catch as a PgmemError

@@ -9,13 +9,14 @@ embedders one -- else derived from its model (see :func:`embedder_name`).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pgmem.embedding import HUB_MODEL, packaged_minilm
-from pgmem.errors import ModelMismatchError
+from pgmem.embedding import HUB_MODEL, embed_kind, packaged_minilm
+from pgmem.errors import ConfigurationError, ModelMismatchError
 
 #: How long a Memory trusts the model it read before reading it again (a re-embedding may
 #: switch it). Writes check it in their own transaction whatever the age.
@@ -34,6 +35,8 @@ class EmbeddingSpace:
     dim: int
     storage: str
     next: EmbeddingSpace | None = None
+    #: The semantic scale learned for ``model`` (pgmem.scoring.stretch), or None.
+    scale: tuple[float, float] | None = None
 
     def describe(self) -> str:
         """``'name' (384 dimensions, vector)``."""
@@ -46,15 +49,46 @@ class EmbeddingSpace:
 
 
 def space_of_rows(rows: Iterable[Mapping[str, Any]]) -> EmbeddingSpace | None:
-    """The space from the rows of ``embedding_models``; None without a ``current`` row."""
+    """The space from the rows of ``embedding_models``; None without a ``current`` row. A
+    row's scale (revision 0010: ``scale_model``, ``scale_lo``, ``scale_hi``) counts only for
+    the model it was learned for."""
     by_role = {
-        row["role"]: EmbeddingSpace(row["model"], int(row["dim"]), str(row["storage"]))
+        row["role"]: EmbeddingSpace(
+            row["model"], int(row["dim"]), str(row["storage"]), scale=_scale_of(row)
+        )
         for row in rows
     }
     current = by_role.get("current")
     if current is None:
         return None
-    return EmbeddingSpace(current.model, current.dim, current.storage, by_role.get("next"))
+    return EmbeddingSpace(
+        current.model, current.dim, current.storage, by_role.get("next"), current.scale
+    )
+
+
+def _scale_of(row: Mapping[str, Any]) -> tuple[float, float] | None:
+    if row.get("scale_model") is None or row.get("scale_model") != row["model"]:
+        return None
+    if row.get("scale_lo") is None or row.get("scale_hi") is None:
+        return None
+    return float(row["scale_lo"]), float(row["scale_hi"])
+
+
+def checked_scale(value: object, what: str) -> tuple[float, float] | None:
+    """A semantic scale (lo, hi) with lo < hi, as floats; None for None.
+
+    Raises:
+        ConfigurationError: anything else.
+    """
+    if value is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in value)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"{what} must be (lo, hi), got {value!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ConfigurationError(f"{what} must be (lo, hi) with lo < hi, got {value!r}")
+    return lo, hi
 
 
 def embedder_name(embedder: Any) -> str:
@@ -101,7 +135,7 @@ def embedder_dimension(embedder: Any) -> int | None:
             counted = getattr(model, method, None)
             if callable(counted) and isinstance(found := counted(), int):
                 return found
-        return len(embedder.embed(["dimension probe"])[0])
+        return len(embed_kind(embedder, ["dimension probe"])[0])
     except Exception:  # noqa: BLE001 - only a message depends on it
         return None
 

@@ -22,10 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     BaseStore,
@@ -47,9 +46,11 @@ from langgraph.store.base import (
 )
 
 from pgmem import validate
+from pgmem.embedding import DOCUMENT, QUERY, embed_kind, is_embedder
 from pgmem.errors import ConfigurationError, InvalidInputError
 from pgmem.items import FoundItem, Items, ItemWrite
 from pgmem.memory import Memory, run
+from pgmem.providers.langchain_embeddings import LangChainEmbedder
 from pgmem.settings import Settings, current
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 
     from pgmem.results import Explain
 
-__all__ = ["PgmemSearchItem", "PgmemStore"]
+__all__ = ["LangChainEmbedder", "PgmemSearchItem", "PgmemStore"]
 
 
 class PgmemSearchItem(SearchItem):
@@ -72,22 +73,6 @@ class PgmemSearchItem(SearchItem):
         self.explain = explain
 
 
-class LangChainEmbedder:
-    """A LangChain ``Embeddings`` (or what ``ensure_embeddings`` makes one of: a function of a
-    list of texts) as pgmem's embedder; its vectors are recorded under ``name``."""
-
-    def __init__(self, embeddings: Embeddings, name: str | None = None) -> None:
-        self.embeddings = embeddings
-        kind = type(embeddings)
-        self.name = name or f"langchain:{kind.__module__}.{kind.__qualname__}"
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """The texts' vectors, one row each."""
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float32)
-
-
 class PgmemEmbeddings(Embeddings):
     """pgmem's embedder as a LangChain ``Embeddings`` (for a store or retriever of LangChain's
     that should make the vectors pgmem makes: the benchmark's ``PostgresStore``)."""
@@ -97,17 +82,17 @@ class PgmemEmbeddings(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """The texts' vectors."""
-        return [list(map(float, row)) for row in self.embedder.embed(texts)]
+        return [list(map(float, row)) for row in embed_kind(self.embedder, texts, DOCUMENT)]
 
     def embed_query(self, text: str) -> list[float]:
         """The query's vector."""
-        return self.embed_documents([text])[0]
+        return [float(x) for x in embed_kind(self.embedder, [text], QUERY)[0]]
 
 
 def _embedder_of(embed: Any) -> Any:
     """pgmem's embedder for an index's ``embed``: pgmem's own (an object with ``embed``) as it
     is, else a LangChain ``Embeddings``, a function or a provider string made one."""
-    if hasattr(embed, "embed") and not isinstance(embed, Embeddings):
+    if is_embedder(embed) and not isinstance(embed, Embeddings):
         return embed
     return LangChainEmbedder(ensure_embeddings(embed))
 

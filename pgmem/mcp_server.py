@@ -45,6 +45,7 @@ from pydantic import AnyHttpUrl
 
 from pgmem import safe_paths, validate
 from pgmem.aio import AsyncMemory
+from pgmem.embedding import QUERY, embed_kind
 from pgmem.errors import ConfigurationError, PgmemError, ScopeError
 from pgmem.http_guard import LOOPBACK, HostGuard, TokenSet, default_allowed_hosts, url_host
 from pgmem.queries import SCOPE_IDS
@@ -392,7 +393,7 @@ def serve(
 
 
 def _warm_up(memory: AsyncMemory) -> None:
-    memory.embedder.embed(["warm up"])
+    embed_kind(memory.embedder, ["warm up"], QUERY)
     memory.analyzer.analyze("warm up")
 
 

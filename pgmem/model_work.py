@@ -25,17 +25,19 @@ import numpy as np
 
 from pgmem.builders import BatchEntities, Vectors, batch_entities, query_entities
 from pgmem.embedding import (
+    DOCUMENT,
+    QUERY,
     VectorCache,
     cached_embeddings,
     checked_embeddings,
     embeds_beside_analysis,
-    make_embedder,
     usable_cores,
 )
-from pgmem.embedding_space import EmbeddingSpace, embedder_dimension, embedder_name
+from pgmem.embedding_space import EmbeddingSpace, checked_scale, embedder_dimension, embedder_name
 from pgmem.languages import Analyzers, Languages, TextSearch
 from pgmem.next_model import NextModel, NextVectors
 from pgmem.nlp import Analysis, TextAnalyzer
+from pgmem.providers import embedder_from
 from pgmem.rerank import Reranker
 from pgmem.results import SearchHit
 from pgmem.settings import CORES, Settings
@@ -103,7 +105,7 @@ class ModelWork:
         next_embedder: Any = None,
     ) -> None:
         self.settings = settings
-        self.embedder = make_embedder(embedder, settings)
+        self.embedder = embedder_from(embedder, settings)
         # the pending model of a re-embedding, for the writes made meanwhile (pgmem.next_model)
         self.next_model = NextModel(settings, next_embedder)
         # spaCy runs in a process of its own where the embedder runs beside it (the two would
@@ -134,6 +136,11 @@ class ModelWork:
             self._embedder_name = embedder_name(self.embedder)
         return self._embedder_name
 
+    @property
+    def semantic_scale(self) -> tuple[float, float] | None:
+        """The embedder's ``semantic_scale`` (lo, hi), checked; None when it has none."""
+        return checked_scale(getattr(self.embedder, "semantic_scale", None), "semantic_scale")
+
     def embedder_dimension(self) -> int | None:
         """The embedder's dimension, for an error message; None if unknown (it may load the
         model)."""
@@ -157,14 +164,18 @@ class ModelWork:
         with self._turns:
             yield
 
-    def _beside(self, texts: Sequence[str], dim: int) -> concurrent.futures.Future[Vectors]:
-        """The vectors of ``texts``, computed in the embedding thread."""
+    def _beside(
+        self, texts: Sequence[str], dim: int, kind: str
+    ) -> concurrent.futures.Future[Vectors]:
+        """The vectors of ``texts`` (as ``kind``), computed in the embedding thread."""
         with self._overlap_lock:
             if self._overlap is None:
                 self._overlap = concurrent.futures.ThreadPoolExecutor(
                     thread_name_prefix="pgmem-embed"
                 )
-            return self._overlap.submit(checked_embeddings, self.embedder, texts, dim)
+            return self._overlap.submit(
+                functools.partial(checked_embeddings, kind=kind), self.embedder, texts, dim
+            )
 
     def embedded_beside(
         self,
@@ -174,9 +185,11 @@ class ModelWork:
         names: Callable[[T], Sequence[str]],
         *,
         apart: bool,
+        kind: str = DOCUMENT,
     ) -> tuple[T, Vectors]:
-        """An analysis, and the vectors of ``texts`` then of the entity ``names(analysis)``
-        (those the cache holds are not embedded again). ``later()`` starts the analysis and
+        """An analysis, and the vectors of ``texts`` (embedded as ``kind``: a query or
+        documents) then of the entity ``names(analysis)`` (documents, whatever ``kind``; those
+        the cache holds are not embedded again). ``later()`` starts the analysis and
         returns what waits for it (:meth:`TextSearch.analyze_many_later`). The texts embed
         while it runs: in this thread while another process analyses (``apart``: neither
         waits for the other's GIL; with :func:`~pgmem.embedding.embed_apart`); else in another
@@ -188,18 +201,20 @@ class ModelWork:
         if apart and beside:
             wait = later()
             try:
-                text_vectors = checked_embeddings(self.embedder, texts, dim, apart=True)
+                text_vectors = checked_embeddings(
+                    self.embedder, texts, dim, apart=True, kind=kind
+                )
             except BaseException:
                 with contextlib.suppress(Exception):
                     wait()  # collected, so that the analyzer is free again
                 raise
             analysis = wait()
         elif beside:
-            embedded = self._beside(texts, dim)
+            embedded = self._beside(texts, dim, kind)
             analysis = later()()
             text_vectors = embedded.result()
         else:
-            text_vectors = checked_embeddings(self.embedder, texts, dim)
+            text_vectors = checked_embeddings(self.embedder, texts, dim, kind=kind)
             analysis = later()()
         name_vectors = cached_embeddings(
             self.embedder, [], names(analysis), dim, self._entity_vectors
@@ -225,7 +240,7 @@ class ModelWork:
             return self.embedded_beside(
                 [query], dim, _one_later(text_search, query),
                 lambda analysis: [entity.surface for entity in query_entities(analysis)],
-                apart=text_search.runs_apart,
+                apart=text_search.runs_apart, kind=QUERY,
             )
 
     def analyze_batch(

@@ -407,7 +407,10 @@ class Operations:
         self._large_scopes.note(scope, size, plan.params.scan_rows)
         rows = [row for row in rows if row["id"] is not None]
         fetch = scoring.internal_limit(request.limit) if rerank else request.limit
-        hits = fuse_rows(plan, rows, threshold=request.threshold, limit=fetch)
+        hits = fuse_rows(
+            plan, rows, threshold=request.threshold, limit=fetch,
+            semantic_scale=self.semantic_scale,
+        )
         if reranker is not None and rerank:
             hits = yield from compute(
                 functools.partial(
@@ -591,6 +594,16 @@ class Operations:
     def embedder_name(self) -> str:
         """The name the embedder's vectors are recorded under."""
         return self.models.embedder_name
+
+    @property
+    def semantic_scale(self) -> scoring.SemanticScale | None:
+        """The semantic scale of the model (:func:`pgmem.scoring.stretch`): the one learned for
+        it and kept in ``embedding_models`` (``pgmem reembed --learn-scale``), else the
+        embedder's own ``semantic_scale``, else None (the similarity as it is)."""
+        space = self._space
+        if space is not None and space.scale is not None:
+            return space.scale
+        return self.models.semantic_scale
 
     def _checked_space(self) -> Operation[EmbeddingSpace]:
         """The model, dimension and storage of the schema's vectors, read on the first call and

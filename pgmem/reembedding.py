@@ -35,7 +35,7 @@ from psycopg.rows import dict_row
 
 from pgmem import validate
 from pgmem.citus import is_distributed
-from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings
+from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings, embed_kind
 from pgmem.embedding_space import EmbeddingSpace, embedder_name, space_of_rows
 from pgmem.errors import (
     ConfigurationError,
@@ -360,7 +360,9 @@ class _Run:
     def probe_dimension(self) -> int:
         """The embedder's dimension, from one embedded text."""
         try:
-            output = np.asarray(self.embedder.embed(["pgmem dimension probe"]), dtype=np.float32)
+            output = np.asarray(
+                embed_kind(self.embedder, ["pgmem dimension probe"]), dtype=np.float32
+            )
         except PgmemError:
             raise
         except Exception as exc:

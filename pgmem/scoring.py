@@ -279,6 +279,23 @@ DEFAULT = Scoring(
 SCORINGS = {"default": DEFAULT, "mem0": MEM0, "seed": MEM0}
 
 
+#: A model's semantic scale: the similarities (lo, hi) stretched linearly onto [0, 1] before
+#: fusion (:func:`stretch`). None: the similarity as it is (all-MiniLM-L6-v2's, whose cosine
+#: between unrelated texts is already near 0).
+SemanticScale = tuple[float, float]
+
+
+def stretch(similarity: float, scale: SemanticScale | None) -> float:
+    """``similarity`` on the fusion's scale: as it is without a ``scale``, else stretched from
+    ``[lo, hi]`` onto ``[0, 1]`` and clipped there. A model whose cosines crowd a narrow band
+    (multilingual-e5-small: 90% of pairs between 0.72 and 0.85) otherwise adds an almost
+    constant semantic part, and the keyword and entity signals decide alone."""
+    if scale is None:
+        return similarity
+    lo, hi = scale
+    return min(1.0, max(0.0, (similarity - lo) / (hi - lo)))
+
+
 class Signals(NamedTuple):
     """The raw signals of one candidate, as the search statement returns them (a named tuple:
     a search makes a hundred or more)."""

@@ -103,6 +103,15 @@ class Settings:
     embedding_backend: str | None = None  # PGMEM_EMBEDDING_BACKEND; None: onnx if installed
     embedding_model: str | None = None  # PGMEM_EMBEDDING_MODEL; None: all-MiniLM-L6-v2
     cache_dir: str | None = None  # PGMEM_CACHE_DIR; None: $XDG_CACHE_HOME/pgmem
+    # Another embedder than the default (pgmem.providers, docs/embedders.md).
+    embedder: str | None = None  # PGMEM_EMBEDDER: e.g. openai:text-embedding-3-small
+    embedder_base_url: str | None = None  # PGMEM_EMBEDDER_BASE_URL: an OpenAI-compatible /v1
+    # PGMEM_EMBEDDER_API_KEY; None: OPENAI_API_KEY (read by the client). Kept out of repr().
+    embedder_api_key: str | None = dataclasses.field(default=None, repr=False)
+    embedder_dimensions: int | None = None  # PGMEM_EMBEDDER_DIMENSIONS: asked of the model
+    embedder_query_model: str | None = None  # PGMEM_EMBEDDER_QUERY_MODEL: queries' own model
+    embedder_input_types: str | None = None  # PGMEM_EMBEDDER_INPUT_TYPES: "query,document"
+    embedder_timeout: float = 30.0  # PGMEM_EMBEDDER_TIMEOUT: seconds a request may take
     spacy_model: str | None = None  # PGMEM_SPACY_MODEL; None: the first installed default
     nlp_process: bool | None = None  # PGMEM_NLP_PROCESS; None: where the embedder overlaps
     spacy_ops: bool = True  # PGMEM_SPACY_OPS: spaCy's networks on NumPy's one-thread BLAS
@@ -217,6 +226,16 @@ def _backend(variable: str, raw: str) -> str:
     return raw
 
 
+def _positive(variable: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigurationError(f"{variable} must be a positive integer, got {raw!r}")
+    return value
+
+
 def _concurrency(variable: str, raw: str) -> int | None:
     if raw.lower() == "none":
         return None
@@ -247,6 +266,13 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "embedding_backend": ("PGMEM_EMBEDDING_BACKEND", _backend),
     "embedding_model": ("PGMEM_EMBEDDING_MODEL", _text),
     "cache_dir": ("PGMEM_CACHE_DIR", _text),
+    "embedder": ("PGMEM_EMBEDDER", _text),
+    "embedder_base_url": ("PGMEM_EMBEDDER_BASE_URL", _text),
+    "embedder_api_key": ("PGMEM_EMBEDDER_API_KEY", _text),
+    "embedder_dimensions": ("PGMEM_EMBEDDER_DIMENSIONS", _positive),
+    "embedder_query_model": ("PGMEM_EMBEDDER_QUERY_MODEL", _text),
+    "embedder_input_types": ("PGMEM_EMBEDDER_INPUT_TYPES", _text),
+    "embedder_timeout": ("PGMEM_EMBEDDER_TIMEOUT", _seconds),
     "spacy_model": ("PGMEM_SPACY_MODEL", _text),
     "nlp_process": ("PGMEM_NLP_PROCESS", _flag),
     "spacy_ops": ("PGMEM_SPACY_OPS", _flag),

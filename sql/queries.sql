@@ -1103,8 +1103,14 @@ SELECT to_regclass(%(memories_table)s) IS NOT NULL AS memories,
        to_regclass(%(models_table)s) IS NOT NULL AS embedding_models
 
 -- name: embedding_models
--- The model of the stored vectors (role 'current') and of a re-embedding in progress ('next').
-SELECT e.role, e.model, e.dim, e.storage FROM {schema}.embedding_models e
+-- The model of the stored vectors (role 'current') and of a re-embedding in progress ('next'),
+-- and the semantic scale learned for a model (revision 0010; read through to_jsonb so that a
+-- schema before it reads as having none).
+SELECT e.role, e.model, e.dim, e.storage,
+       to_jsonb(e) ->> 'scale_model' AS scale_model,
+       (to_jsonb(e) ->> 'scale_lo')::float8 AS scale_lo,
+       (to_jsonb(e) ->> 'scale_hi')::float8 AS scale_hi
+  FROM {schema}.embedding_models e
 
 -- name: claim_embedding_model
 -- The first write into a schema whose model is not on record records its embedder's -- unless

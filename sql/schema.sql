@@ -122,16 +122,23 @@ CREATE INDEX history_memory_idx ON pgmem.history (tenant, memory_id, id);
 -- The embedding model the vectors were made with (row 'current': model name -- NULL until the
 -- first write or migrate(model=...) records it --, dimension, storage), and while pgmem.reembed
 -- moves them to another model, that one (row 'next'). Not per tenant: the columns' type is the
--- schema's. Under Citus a reference table.
+-- schema's. Under Citus a reference table. The semantic scale learned for a model (revision
+-- 0010, pgmem.semantic_scale): it counts while scale_model is the row's model.
 CREATE TABLE pgmem.embedding_models (
     role        text        NOT NULL,
     model       text,
     dim         integer     NOT NULL,
     storage     text        NOT NULL,
     updated_at  timestamptz NOT NULL DEFAULT now(),
+    scale_model text,
+    scale_lo    double precision,
+    scale_hi    double precision,
     CONSTRAINT embedding_models_pkey PRIMARY KEY (role),
     CONSTRAINT embedding_models_role_check CHECK (role IN ('current', 'next')),
-    CONSTRAINT embedding_models_storage_check CHECK (storage IN ('vector', 'halfvec'))
+    CONSTRAINT embedding_models_storage_check CHECK (storage IN ('vector', 'halfvec')),
+    CONSTRAINT embedding_models_scale_check
+        CHECK (scale_model IS NULL OR (scale_lo IS NOT NULL AND scale_hi IS NOT NULL
+               AND scale_lo < scale_hi))
 );
 INSERT INTO pgmem.embedding_models (role, dim, storage) VALUES ('current', 384, 'vector');
 

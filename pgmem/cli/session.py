@@ -119,11 +119,11 @@ class Session:
     def _server_models_differ(self) -> str | None:
         """How the running server's models differ from those this command's settings make
         (the server was started with the settings of the command that started it), or None."""
-        from pgmem.embedding import make_embedder
         from pgmem.embedding_space import embedder_name
+        from pgmem.providers import embedder_from
 
         info = self._server_models
-        here = embedder_name(make_embedder(None, self.settings))  # loads nothing
+        here = embedder_name(embedder_from(None, self.settings))  # loads nothing
         if info.get("embedder") != here:
             return f"its embedder is {info.get('embedder')!r}, this command's {here!r}"
         if info.get("spacy_config") != self.settings.spacy_model:

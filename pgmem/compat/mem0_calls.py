@@ -18,9 +18,10 @@ from typing import Any, TypedDict, TypeVar
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from pgmem.compat.mem0_embedders import mem0_embedder
 from pgmem.compat.mem0_filters import all_of, mem0_filters, scope_args
 from pgmem.effects import Operation, Steps, result_of, transaction
-from pgmem.embedding import SentenceTransformerEmbedder
+from pgmem.embedding_space import embedder_dimension
 from pgmem.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -709,10 +710,12 @@ def config_options(config_dict: object) -> tuple[Any, dict[str, Any], int | None
     options = dict(config_dict.get("pgmem") or {})
     auto_migrate = bool(options.pop("migrate", True))
     options["tenant"] = _tenant(store_config.get("collection_name"), options.get("tenant"))
-    embedder, dims = _embedder_from_config(config_dict.get("embedder"))
-    if embedder is not None:
-        options.setdefault("embedder", embedder)
-        dims = store_config.get("embedding_model_dims") or dims
+    dims = None
+    if "embedder" not in options:  # the pgmem section's embedder wins: the config's is not made
+        embedder, dims = mem0_embedder(config_dict.get("embedder"))
+        if embedder is not None:
+            options["embedder"] = embedder
+            dims = store_config.get("embedding_model_dims") or dims or embedder_dimension(embedder)
     db: Any = store_config.get("connection_pool")
     if db is None:
         db = _dsn_from_config(store_config)
@@ -734,24 +737,6 @@ def _tenant(collection: object, tenant: object) -> str:
     if not isinstance(collection, str) or not collection.strip():
         raise ConfigurationError(f"collection_name must be a non-empty string, got {collection!r}")
     return collection
-
-
-def _embedder_from_config(config: object) -> tuple[Any, int | None]:
-    """The embedder for a Mem0 embedder config: a local sentence-transformers model for
-    ``huggingface`` (without a base URL); None (pgmem's default) for any other provider."""
-    if not isinstance(config, Mapping):
-        return None, None
-    provider = config.get("provider")
-    settings = config.get("config") or {}
-    if provider == "huggingface" and not settings.get("huggingface_base_url"):
-        model = settings.get("model")
-        return SentenceTransformerEmbedder(model) if model else None, settings.get("embedding_dims")
-    logger.warning(
-        "pgmem.compat.mem0: the %r embedder is not used; pgmem embeds with its own "
-        "(all-MiniLM-L6-v2, 384 dimensions, or Memory(embedder=...) through the 'pgmem' "
-        "section of the config)", provider,
-    )
-    return None, None
 
 
 def _dsn_from_config(config: Mapping[str, Any]) -> str:

@@ -47,6 +47,7 @@ from psycopg.types.json import Jsonb
 
 from pgmem import validate
 from pgmem.effects import Steps, result_of, transaction
+from pgmem.embedding import embed_kind
 from pgmem.errors import (
     ConfigurationError,
     DimensionMismatchError,
@@ -439,7 +440,7 @@ def _reuse_decision(
         return False, "re-embedded (no stored vector to compare)"
     texts = [text for text, _ in sample]
     try:
-        ours = np.asarray(memory.embedder.embed(texts), dtype=np.float32)
+        ours = np.asarray(embed_kind(memory.embedder, texts), dtype=np.float32)
     except Exception as exc:  # noqa: BLE001 - any embedder failure: embed again at import
         logger.warning("could not probe the embedder: %s", exc)
         return False, "re-embedded (the embedder could not be probed)"

@@ -15,7 +15,7 @@ from pgmem.queries import NO_FILTER, Queries, named_blocks, sql_blocks
 
 #: The files of named blocks (schema.sql is the readable schema, applied whole by the tests).
 SQL_FILES = ("queries.sql", "langgraph.sql", "reembed.sql", "catalog.sql", "mem0.sql", "ui.sql",
-             "tenant_roles.sql", "export.sql")
+             "tenant_roles.sql", "export.sql", "scales.sql")
 PACKAGE = Path(__file__).parents[2] / "pgmem"
 
 

