@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pgmem.errors import ConfigurationError, InvalidInputError, PgmemError
 from pgmem.nlp import Analysis, TextAnalyzer
 from pgmem.nlp_process import make_analyzer
+from pgmem.query_analysis import LookupAnalyzer
 from pgmem.settings import Settings, current
 
 DEFAULT_TS_CONFIG = "english"
@@ -94,6 +95,14 @@ class TextSearch:
 
     config: str
     analyzer: TextAnalyzer | None
+    #: How a query is analysed instead of by ``analyzer`` (``Settings.query_analysis`` lookup
+    #: or tagged; None: full, as a memory is). See :meth:`query_analyzer`.
+    lookup: LookupAnalyzer | None = None
+
+    def query_analyzer(self) -> LookupAnalyzer | None:
+        """The lookup analyzer a search's query goes to, when there is one and its language's
+        table loads; None: the query is analysed as a memory is (:meth:`analyze_many_later`)."""
+        return self.lookup if self.lookup is not None and self.lookup.ready() else None
 
     @property
     def by_postgres(self) -> bool:
@@ -181,6 +190,7 @@ class Languages:
         self._own: list[TextAnalyzer] = []
         self._lock = threading.Lock()
         self._searches: dict[str, TextSearch] = {}
+        self._lookups: dict[str, LookupAnalyzer] = {}
         self._available: frozenset[str] = frozenset()
 
     @property
@@ -197,7 +207,10 @@ class Languages:
         name = self.default if config is None else config
         with self._lock:
             if name not in self._searches:
-                self._searches[name] = TextSearch(name, self._analyzer(name))
+                analyzer = self._analyzer(name)
+                self._searches[name] = TextSearch(
+                    name, analyzer, None if analyzer is None else self._lookup(name)
+                )
             return self._searches[name]
 
     def known(self, config: str) -> bool:
@@ -229,6 +242,17 @@ class Languages:
             return self._made(None)
         model = installed_model(spacy_models(config))
         return None if model is None else self._made(model)
+
+    def _lookup(self, config: str) -> LookupAnalyzer | None:
+        """The lookup analyzer of ``config``'s queries (``Settings.query_analysis``), one per
+        language; None for ``full`` or a configuration of no known language."""
+        mode = self._settings.query_analysis
+        lang = "en" if config == DEFAULT_TS_CONFIG else LANGUAGE_CODES.get(config)
+        if mode == "full" or lang is None:
+            return None
+        if lang not in self._lookups:
+            self._lookups[lang] = LookupAnalyzer(lang, tagged=mode == "tagged")
+        return self._lookups[lang]
 
     def _made(self, model: str | None) -> TextAnalyzer:
         analyzer = make_analyzer(

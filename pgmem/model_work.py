@@ -216,8 +216,18 @@ class ModelWork:
         self, query: str, dim: int, text_search: TextSearch
     ) -> tuple[Analysis, Vectors]:
         """A query's analysis, and the vectors of the query and of the entities the entity leg
-        uses (see :meth:`embedded_beside`)."""
+        uses. With a lookup analysis (``Settings.query_analysis``, see
+        :mod:`pgmem.query_analysis`) the query is analysed first, here (tens of microseconds),
+        and embedded in one call with its name-like spans not embedded before; else as a
+        memory's text, while the query embeds (see :meth:`embedded_beside`)."""
+        lookup = text_search.query_analyzer()
         with self.turn():
+            if lookup is not None:
+                analysis = lookup.analyze(query)
+                names = [entity.surface for entity in query_entities(analysis)]
+                return analysis, cached_embeddings(
+                    self.embedder, [query], names, dim, self._entity_vectors
+                )
             return self.embedded_beside(
                 [query], dim, _one_later(text_search, query),
                 lambda analysis: [entity.surface for entity in query_entities(analysis)],

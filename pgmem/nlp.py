@@ -60,6 +60,9 @@ class Analysis:
 
     lexemes: tuple[str, ...]  # lemmas in text order (positions 1..n)
     entities: tuple[Entity, ...]
+    #: A query's candidate entity names, looked up by name in the search statement (the
+    #: ``lookup`` and ``tagged`` query analyses, :mod:`pgmem.query_analysis`).
+    names: tuple[str, ...] = ()
 
     def tsvector(self) -> str:
         """The lemmas as a ``tsvector`` literal with positions (``'dog':1,3 'run':2``)."""
@@ -190,7 +193,7 @@ class TextAnalyzer:
                 "spaCy is not installed: pip install 'pgmem[nlp]' and a model package"
             ) from exc
         if self._model == BLANK:
-            return _blank_pipeline(spacy)
+            return blank_pipeline(spacy)
         candidates = (self._model,) if self._model else DEFAULT_MODELS
         # Every component runs: the parser too, though no dependency is read, because the
         # attribute ruler's patterns read dependency labels to set parts of speech, which the
@@ -210,25 +213,35 @@ class TextAnalyzer:
             "no spaCy model installed (tried %s): lemmatizing with lookup tables, "
             "no entity extraction", ", ".join(DEFAULT_MODELS)
         )
-        return _blank_pipeline(spacy)
+        return blank_pipeline(spacy)
 
 
-def _blank_pipeline(spacy: Any) -> Any:
-    nlp = spacy.blank("en")
-    try:
-        nlp.add_pipe("lemmatizer", config={"mode": "lookup"})
-        nlp.initialize()
-    except (ValueError, ImportError, OSError):  # no spacy-lookups-data: lower-cased words
-        logger.warning("spacy-lookups-data is not installed: keyword terms are not lemmatized")
-        nlp = spacy.blank("en")
+def lookup_pipeline(spacy: Any, lang: str = "en") -> Any:
+    """A blank pipeline of ``lang`` with spaCy's lookup lemmatizer (its tables from
+    spacy-lookups-data). Raises ValueError (no table for ``lang``), ImportError or OSError
+    (spacy-lookups-data is not installed)."""
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("lemmatizer", config={"mode": "lookup"})
+    nlp.initialize()
     return nlp
 
 
+def blank_pipeline(spacy: Any) -> Any:
+    """The fallback pipeline: English's lookup lemmas, else lower-cased words."""
+    try:
+        return lookup_pipeline(spacy)
+    except (ValueError, ImportError, OSError):  # no spacy-lookups-data: lower-cased words
+        logger.warning("spacy-lookups-data is not installed: keyword terms are not lemmatized")
+        return spacy.blank("en")
+
+
 def _analysis(doc: Any, with_entities: bool, stop_words: frozenset[str]) -> Analysis:
-    return Analysis(lexemes=_lexemes(doc, stop_words), entities=_entities(doc, with_entities))
+    return Analysis(lexemes=lexemes(doc, stop_words), entities=_entities(doc, with_entities))
 
 
-def _lexemes(doc: Any, stop_words: frozenset[str]) -> tuple[str, ...]:
+def lexemes(doc: Any, stop_words: frozenset[str]) -> tuple[str, ...]:
+    """The keyword lexemes of a spaCy ``Doc``: its tokens' lower-cased lemmas, without stop
+    words (``stop_words`` or the token's own flag), punctuation and spaces, in text order."""
     out = []
     for token in doc:
         if token.is_stop or token.is_punct or token.is_space:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pgmem
-from pgmem.nlp import DEFAULT_MODELS, Analysis, _entities, _lexemes
+from pgmem.nlp import DEFAULT_MODELS, Analysis, _entities, lexemes
 from pgmem.spacy_ops import _openblas_threads
 
 DEV_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
@@ -54,7 +54,7 @@ def full_pipeline_analyses(texts: list[str]) -> list[Analysis]:
             continue
         stop_words = frozenset(nlp.Defaults.stop_words)
         return [
-            Analysis(lexemes=_lexemes(doc, stop_words), entities=_entities(doc, True))
+            Analysis(lexemes=lexemes(doc, stop_words), entities=_entities(doc, True))
             for doc in nlp.pipe(texts)
         ]
     pytest.skip("no spaCy model installed")
