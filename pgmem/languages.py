@@ -136,6 +136,13 @@ class TextSearch:
             return Analysis(lexemes=(), entities=())
         return self.analyzer.analyze(text)
 
+    def analyze_tagged_later(self, text: str) -> Callable[[], Analysis]:
+        """What returns a query's tagged analysis
+        (:meth:`~pgmem.nlp.TextAnalyzer.analyze_tagged`; see :meth:`analyze_many_later`)."""
+        if self.analyzer is None:
+            return lambda: Analysis(lexemes=(), entities=())
+        return self.analyzer.analyze_tagged_later(text)
+
     @property
     def runs_apart(self) -> bool:
         """Whether the analyses run in another process (see :meth:`analyze_many_later`)."""

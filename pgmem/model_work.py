@@ -216,23 +216,25 @@ class ModelWork:
         self, query: str, dim: int, text_search: TextSearch
     ) -> tuple[Analysis, Vectors]:
         """A query's analysis, and the vectors of the query and of the entities the entity leg
-        uses. With a lookup analysis (``Settings.query_analysis``, see
-        :mod:`pgmem.query_analysis`) the query is analysed first, here (tens of microseconds),
-        and embedded in one call with its name-like spans not embedded before; else as a
-        memory's text, while the query embeds (see :meth:`embedded_beside`)."""
+        uses, by ``settings.query_analysis`` (:mod:`pgmem.query_analysis`): ``full`` and
+        ``tagged`` analyse while the query embeds (see :meth:`embedded_beside`), ``tagged``
+        adds the query's candidate names; ``lookup`` analyses here first (~0.1 ms) and embeds
+        the query alone."""
         lookup = text_search.query_analyzer()
+        entities = lambda analysis: [entity.surface for entity in query_entities(analysis)]  # noqa: E731
         with self.turn():
-            if lookup is not None:
-                analysis = lookup.analyze(query)
-                names = [entity.surface for entity in query_entities(analysis)]
-                return analysis, cached_embeddings(
-                    self.embedder, [query], names, dim, self._entity_vectors
+            if lookup is None:
+                return self.embedded_beside(
+                    [query], dim, _one_later(text_search, query), entities,
+                    apart=text_search.runs_apart,
                 )
-            return self.embedded_beside(
-                [query], dim, _one_later(text_search, query),
-                lambda analysis: [entity.surface for entity in query_entities(analysis)],
+            if not lookup.tagged:
+                return lookup.analyze(query), checked_embeddings(self.embedder, [query], dim)
+            analysis, vectors = self.embedded_beside(
+                [query], dim, lambda: text_search.analyze_tagged_later(query), entities,
                 apart=text_search.runs_apart,
             )
+            return lookup.with_names(analysis, query, len(vectors) - 1), vectors
 
     def analyze_batch(
         self, texts: Sequence[str], to_embed: Sequence[str], dim: int, text_search: TextSearch

@@ -41,6 +41,8 @@ MAX_ENTITIES_PER_TEXT = 32
 _MAX_LEXEME_BYTES = 2046
 _MAX_POSITION = 16383
 
+# The components a tagged analysis leaves out (TextAnalyzer.analyze_tagged).
+_UNTAGGED = frozenset({"parser", "ner"})
 _QUOTED = re.compile(r'"([^"\n]{2,80})"|“([^”\n]{2,80})”')
 _WORD_CHAR = re.compile(r"\w")
 
@@ -159,6 +161,25 @@ class TextAnalyzer:
         with self._blas():
             doc = nlp(text)
         return _analysis(doc, with_entities, stop_words)
+
+    def analyze_tagged(self, text: str) -> Analysis:
+        """A query's analysis without the parser and the recogniser (the ``tagged`` query
+        analysis, :mod:`pgmem.query_analysis`): lemmas from the tagger's parts of speech, and
+        as entities the proper-noun runs and quoted strings (labels ``PROPN``, ``QUOTED``)."""
+        nlp, with_entities, stop_words = self._pipeline_facts()
+        with self._blas():
+            doc = nlp.make_doc(text)
+            # the components called one by one: select_pipes would change the pipeline for
+            # every thread analysing with it meanwhile
+            for name, component in nlp.pipeline:
+                if name not in _UNTAGGED:
+                    doc = component(doc)
+        return _analysis(doc, with_entities, stop_words)
+
+    def analyze_tagged_later(self, text: str) -> Callable[[], Analysis]:
+        """What returns :meth:`analyze_tagged`'s analysis of ``text`` (see
+        :meth:`analyze_many_later`)."""
+        return functools.partial(self.analyze_tagged, text)
 
     def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
         """Lemmas and entities of each text, in order."""

@@ -1,34 +1,38 @@
-"""A search query's analysis without spaCy's networks (``Settings.query_analysis``).
+"""A search query's analysis at less than spaCy's full cost (``Settings.query_analysis``).
 
 The entity boost can only reach entities already stored, and names enter the store through a
-memory's full analysis (spaCy's tagger, parser and recogniser: ~6 ms a question on one core). So a
-query need not be recognised the same way. Three modes (``PGMEM_QUERY_ANALYSIS``):
+memory's full analysis (spaCy's tagger, parser and recogniser: ~6 ms a question on one core).
+So a query need not be recognised the same way. Three modes (``PGMEM_QUERY_ANALYSIS``):
 
 * ``full``: the query goes through the configuration's spaCy pipeline, as a memory does; its
-  recognised entities are embedded and matched by similarity with those the scope links.
-* ``lookup``: spaCy's tokenizer and its lookup lemmatizer only (tables from
-  spacy-lookups-data; ~0.03 ms). The keyword terms are the tables' lemmas; the query's word
-  n-grams (1 to 3 words, normalised as entity names are) are candidate names, which the search
-  statement looks up exactly among the entities the scope links (``entities_name_key``); a
-  name found counts as similarity 1.
-* ``tagged`` (the default): the lookup, and the query's name-like spans (runs of capitalised
-  words, acronyms) embedded with the query and matched by similarity like the full analysis's
-  entities -- so a name written another way ("NYC") still reaches the stored one
-  ("new york city"), which a lookup alone would miss.
+  recognised entities and proper-noun runs are embedded and matched by similarity with the
+  entities the scope links.
+* ``tagged`` (the default): the pipeline without its parser and recogniser (about a third of
+  the cost), beside the query's embedding as the full analysis runs: the same lemmas (the
+  tagger's parts of speech), and its proper-noun runs embedded and matched by similarity, so
+  that a name written another way ("NYC") still reaches the stored one ("new york city");
+  and the query's word n-grams looked up by name (below).
+* ``lookup``: no spaCy model at all: spaCy's tokenizer and its lookup lemmatizer (tables from
+  spacy-lookups-data; ~0.1 ms), whose lemmas differ from the tagger's for words such as
+  "camping" (``camp``); and the n-grams looked up. Nothing is embedded but the query.
 
-A memory's analysis (add, update) is always the full one. The lookup is made per language: a
-text search configuration whose language has no lookup table (or with spacy-lookups-data not
-installed) has its queries analysed in full.
+The lookup: the query's word n-grams (1 to 3 words, normalised as entity names are) are
+candidate names, which the search statement looks up by name (``entities_name_key``) among the
+entities the scope links; a name found counts as similarity 1. A memory's analysis (add,
+update) is always the full one. The lookup is made per language: a text search configuration
+whose language has no lookup table (or without spacy-lookups-data) has its queries analysed in
+full.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import Any
 
 from pgmem.lazy import Lazy
-from pgmem.nlp import Analysis, Entity, lexemes, normalize_entity_name
+from pgmem.nlp import Analysis, lexemes, lookup_pipeline, normalize_entity_name
 
 logger = logging.getLogger("pgmem.nlp")
 
@@ -36,23 +40,21 @@ logger = logging.getLogger("pgmem.nlp")
 MAX_NAME_WORDS = 3
 #: At most this many candidate names per query (a long query's first ones).
 MAX_QUERY_NAMES = 64
-#: At most this many name-like spans are embedded per query (``tagged``).
-MAX_NAME_SPANS = 8
 # Punctuation inside a name ("jay-z", "at&t", "st. louis"); any other ends the word run.
 _INNER_PUNCTUATION = frozenset({"-", "&", "."})
-_SENTENCE_END = frozenset({".", "!", "?", ":", ";", '"', "“", "”"})
 
 
 class LookupAnalyzer:
-    """The ``lookup`` (or, with ``tagged``, the ``tagged``) analysis of a query in the language
-    ``lang`` (an ISO 639-1 code spaCy knows). The pipeline loads on first use; :meth:`ready`
+    """A query's lookup analysis in the language ``lang`` (an ISO 639-1 code spaCy knows);
+    ``tagged``: the query's lemmas and entities come from the tagger instead, the lookup adds
+    its candidate names (:meth:`with_names`). The pipeline loads on first use; :meth:`ready`
     says whether it could (spaCy and the language's lookup table installed)."""
 
     def __init__(self, lang: str = "en", *, tagged: bool = True) -> None:
         self.lang = lang
         self.tagged = tagged
         self._nlp: Lazy[Any] = Lazy(self._load)
-        # spaCy's vocabulary is not safe to grow from two threads at once; a call is ~30 us.
+        # spaCy's vocabulary is not safe to grow from two threads at once; a call is ~0.1 ms.
         self._lock = threading.Lock()
 
     def ready(self) -> bool:
@@ -60,24 +62,36 @@ class LookupAnalyzer:
         return self._nlp.get() is not False
 
     def analyze(self, text: str) -> Analysis:
-        """The query's lookup lemmas, its candidate names (:attr:`Analysis.names`) and, with
-        :attr:`tagged`, its name-like spans as entities (label ``NAME``) to embed."""
-        nlp = self._nlp.get()
-        if nlp is False:
-            raise RuntimeError(f"no lookup table for {self.lang!r}: check ready() first")
+        """The query's lookup lemmas and its candidate names (:attr:`Analysis.names`); no
+        entities to embed."""
+        nlp = self._pipeline()
         with self._lock:
             doc = nlp(text)
             stop_words = nlp.Defaults.stop_words
-            spans = name_spans(doc) if self.tagged else ()
-            embedded = {entity.name for entity in spans}
-            names = tuple(n for n in candidate_names(doc, stop_words) if n not in embedded)
-            return Analysis(lexemes=lexemes(doc, stop_words), entities=spans, names=names)
+            return Analysis(
+                lexemes=lexemes(doc, stop_words), entities=(),
+                names=candidate_names(doc, stop_words),
+            )
+
+    def with_names(self, analysis: Analysis, text: str, embedded: int) -> Analysis:
+        """``analysis`` (of ``text``, by the tagger) with the query's candidate names, but those
+        of its first ``embedded`` entities (matched by their embeddings already)."""
+        nlp = self._pipeline()
+        with self._lock:
+            doc = nlp.make_doc(text)  # the tokens are all the n-grams need
+            names = candidate_names(doc, nlp.Defaults.stop_words)
+        known = {entity.name for entity in analysis.entities[:embedded]}
+        return replace(analysis, names=tuple(n for n in names if n not in known))
+
+    def _pipeline(self) -> Any:
+        nlp = self._nlp.get()
+        if nlp is False:
+            raise RuntimeError(f"no lookup table for {self.lang!r}: check ready() first")
+        return nlp
 
     def _load(self) -> Any:
         try:
             import spacy
-
-            from pgmem.nlp import lookup_pipeline
 
             return lookup_pipeline(spacy, self.lang)
         except (ValueError, ImportError, OSError) as exc:
@@ -130,36 +144,3 @@ def candidate_names(doc: Any, stop_words: frozenset[str] | set[str]) -> tuple[st
                     if len(found) >= MAX_QUERY_NAMES:
                         return tuple(found)
     return tuple(found)
-
-
-def _name_like(token: Any) -> bool:
-    """A capitalised word or an acronym, not a stop word ("What", "I")."""
-    text = token.text
-    return (
-        text[:1].isupper() and any(c.isalpha() for c in text) and not token.is_stop
-        and not token.like_num
-    )
-
-
-def name_spans(doc: Any) -> tuple[Entity, ...]:
-    """The doc's name-like spans: runs of capitalised words or acronyms -- a sentence's first
-    word only when written in capitals (``NYC``), since any first word is capitalised -- each
-    normalised as entity names are; at most :data:`MAX_NAME_SPANS`."""
-    found: dict[str, Entity] = {}
-    run: list[Any] = []
-    previous = None
-    for token in [*doc, None]:
-        first = previous is None or previous.text in _SENTENCE_END
-        if token is not None and _name_like(token) and (
-            not first or token.is_upper and len(token.text) > 1 or run
-        ):
-            run.append(token)
-        else:
-            if run:
-                surface = doc[run[0].i : run[-1].i + 1].text
-                name = normalize_entity_name(surface)
-                if len(name) > 1 and name not in found:
-                    found[name] = Entity(name=name, surface=surface, label="NAME")
-            run = []
-        previous = token
-    return tuple(found.values())[:MAX_NAME_SPANS]
