@@ -87,6 +87,11 @@ def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], 
     return later
 
 
+def _query_names(analysis: Analysis) -> list[str]:
+    """The surface forms of the query's entities the entity leg embeds."""
+    return [entity.surface for entity in query_entities(analysis)]
+
+
 class ModelWork:
     """The models of a ``Memory`` (see the module docstring). ``embedder``, ``nlp`` and
     ``reranker`` are ``Memory``'s arguments of those names; what is None comes from
@@ -221,17 +226,16 @@ class ModelWork:
         adds the query's candidate names; ``lookup`` analyses here first (~0.1 ms) and embeds
         the query alone."""
         lookup = text_search.query_analyzer()
-        entities = lambda analysis: [entity.surface for entity in query_entities(analysis)]  # noqa: E731
         with self.turn():
             if lookup is None:
                 return self.embedded_beside(
-                    [query], dim, _one_later(text_search, query), entities,
+                    [query], dim, _one_later(text_search, query), _query_names,
                     apart=text_search.runs_apart,
                 )
             if not lookup.tagged:
                 return lookup.analyze(query), checked_embeddings(self.embedder, [query], dim)
             analysis, vectors = self.embedded_beside(
-                [query], dim, lambda: text_search.analyze_tagged_later(query), entities,
+                [query], dim, lambda: text_search.analyze_tagged_later(query), _query_names,
                 apart=text_search.runs_apart,
             )
             return lookup.with_names(analysis, query, len(vectors) - 1), vectors
