@@ -138,9 +138,11 @@ def search_plan(inputs: SearchInputs, *, exact_scan: bool) -> SearchPlan:
     signals, legs = request.signals, request.legs
     terms = analysis.query_terms() if "keyword" in signals else ()
     entities = query_entities(analysis) if "entity" in signals else ()
+    names = analysis.names if "entity" in signals else ()
     by_postgres = text_search.by_postgres and "keyword" in signals
     notes = []
-    if "entity" in signals and not text_search.entities_available:
+    # (a lookup's names are those of stored entities: whether the query found any, its rows say)
+    if "entity" in signals and not names and not text_search.entities_available:
         notes.append(text_search.entity_note)
     if "keyword" in signals and not terms and not by_postgres:
         notes.append(NO_KEYWORD_TERMS)
@@ -166,6 +168,7 @@ def search_plan(inputs: SearchInputs, *, exact_scan: bool) -> SearchPlan:
             bm25_k1=scoring.BM25_K1,
             bm25_b=scoring.BM25_B,
             entity_embeddings=tuple(vectors[1 : 1 + len(entities)]),
+            entity_names=tuple(names),
             entity_neighbours=scoring.ENTITY_NEIGHBOURS,
             entity_min_similarity=profile.entity_min_similarity,
             spread_decay=scoring.SPREAD_DECAY,
@@ -193,7 +196,7 @@ def fuse_rows(
     ``semantic_scale`` (the model's, :func:`pgmem.scoring.stretch`) the semantic signal --
     the threshold's, the fusion's and the hits' ``explain.semantic`` -- is the stretched
     similarity."""
-    plan = with_query_terms(plan, rows)
+    plan = with_entity_matches(with_query_terms(plan, rows), rows)
     keyword_score = plan.params.keyword_score
     # Candidates are keyed by their ids' integers (quicker to hash and sort than UUIDs) and
     # ordered by them so that ties break the same way on every run; only the hits returned are
@@ -257,6 +260,15 @@ def _neighbours(*by_distance: uuid.UUID | None) -> tuple[tuple[object, int], ...
     """A candidate's neighbours on one side as the statement gives them (one place away, two
     places away; NULL where none came), keyed as candidates are, with how many places away."""
     return tuple((i.int, d) for d, i in enumerate(by_distance, start=1) if i is not None)
+
+
+def with_entity_matches(plan: SearchPlan, rows: Sequence[dict[str, Any]]) -> SearchPlan:
+    """``plan`` with the entity signal on when a candidate has entity hits: a query whose only
+    entities are names looked up in the statement (:attr:`Analysis.names`) has it when the
+    scope links one of them."""
+    if plan.entity_active or not any(row["entity_names"] for row in rows):
+        return plan
+    return replace(plan, entity_active=True)
 
 
 def with_query_terms(plan: SearchPlan, rows: Sequence[dict[str, Any]]) -> SearchPlan:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pgmem.errors import ConfigurationError, InvalidInputError, PgmemError
 from pgmem.nlp import Analysis, TextAnalyzer
 from pgmem.nlp_process import make_analyzer
+from pgmem.query_analysis import LookupAnalyzer
 from pgmem.settings import Settings, current
 from pgmem.validate import unstorable
 
@@ -95,6 +96,14 @@ class TextSearch:
 
     config: str
     analyzer: TextAnalyzer | None
+    #: How a query is analysed instead of by ``analyzer`` (``Settings.query_analysis`` lookup
+    #: or tagged; None: full, as a memory is). See :meth:`query_analyzer`.
+    lookup: LookupAnalyzer | None = None
+
+    def query_analyzer(self) -> LookupAnalyzer | None:
+        """The lookup analyzer a search's query goes to, when there is one and its language's
+        table loads; None: the query is analysed as a memory is (:meth:`analyze_many_later`)."""
+        return self.lookup if self.lookup is not None and self.lookup.ready() else None
 
     @property
     def by_postgres(self) -> bool:
@@ -127,6 +136,13 @@ class TextSearch:
         if self.analyzer is None:
             return Analysis(lexemes=(), entities=())
         return self.analyzer.analyze(text)
+
+    def analyze_tagged_later(self, text: str) -> Callable[[], Analysis]:
+        """What returns a query's tagged analysis
+        (:meth:`~pgmem.nlp.TextAnalyzer.analyze_tagged`; see :meth:`analyze_many_later`)."""
+        if self.analyzer is None:
+            return lambda: Analysis(lexemes=(), entities=())
+        return self.analyzer.analyze_tagged_later(text)
 
     @property
     def runs_apart(self) -> bool:
@@ -182,6 +198,7 @@ class Languages:
         self._own: list[TextAnalyzer] = []
         self._lock = threading.Lock()
         self._searches: dict[str, TextSearch] = {}
+        self._lookups: dict[str, LookupAnalyzer] = {}
         self._available: frozenset[str] = frozenset()
 
     @property
@@ -198,7 +215,10 @@ class Languages:
         name = self.default if config is None else config
         with self._lock:
             if name not in self._searches:
-                self._searches[name] = TextSearch(name, self._analyzer(name))
+                analyzer = self._analyzer(name)
+                self._searches[name] = TextSearch(
+                    name, analyzer, None if analyzer is None else self._lookup(name)
+                )
             return self._searches[name]
 
     def known(self, config: str) -> bool:
@@ -230,6 +250,17 @@ class Languages:
             return self._made(None)
         model = installed_model(spacy_models(config))
         return None if model is None else self._made(model)
+
+    def _lookup(self, config: str) -> LookupAnalyzer | None:
+        """The lookup analyzer of ``config``'s queries (``Settings.query_analysis``), one per
+        language; None for ``full`` or a configuration of no known language."""
+        mode = self._settings.query_analysis
+        lang = "en" if config == DEFAULT_TS_CONFIG else LANGUAGE_CODES.get(config)
+        if mode == "full" or lang is None:
+            return None
+        if lang not in self._lookups:
+            self._lookups[lang] = LookupAnalyzer(lang, tagged=mode == "tagged")
+        return self._lookups[lang]
 
     def _made(self, model: str | None) -> TextAnalyzer:
         analyzer = make_analyzer(

@@ -90,6 +90,11 @@ def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], 
     return later
 
 
+def _query_names(analysis: Analysis) -> list[str]:
+    """The surface forms of the query's entities the entity leg embeds."""
+    return [entity.surface for entity in query_entities(analysis)]
+
+
 class ModelWork:
     """The models of a ``Memory`` (see the module docstring). ``embedder``, ``nlp``,
     ``reranker`` and ``next_embedder`` are ``Memory``'s arguments of those names; what is None
@@ -235,13 +240,26 @@ class ModelWork:
         self, query: str, dim: int, text_search: TextSearch
     ) -> tuple[Analysis, Vectors]:
         """A query's analysis, and the vectors of the query and of the entities the entity leg
-        uses (see :meth:`embedded_beside`)."""
+        uses, by ``settings.query_analysis`` (:mod:`pgmem.query_analysis`): ``full`` and
+        ``tagged`` analyse while the query embeds (see :meth:`embedded_beside`), ``tagged``
+        adds the query's candidate names; ``lookup`` analyses here first (~0.1 ms) and embeds
+        the query alone."""
+        lookup = text_search.query_analyzer()
         with self.turn():
-            return self.embedded_beside(
-                [query], dim, _one_later(text_search, query),
-                lambda analysis: [entity.surface for entity in query_entities(analysis)],
+            if lookup is None:
+                return self.embedded_beside(
+                    [query], dim, _one_later(text_search, query), _query_names,
+                    apart=text_search.runs_apart, kind=QUERY,
+                )
+            if not lookup.tagged:
+                return lookup.analyze(query), checked_embeddings(
+                    self.embedder, [query], dim, kind=QUERY
+                )
+            analysis, vectors = self.embedded_beside(
+                [query], dim, lambda: text_search.analyze_tagged_later(query), _query_names,
                 apart=text_search.runs_apart, kind=QUERY,
             )
+            return lookup.with_names(analysis, query, len(vectors) - 1), vectors
 
     def analyze_batch(
         self, texts: Sequence[str], to_embed: Sequence[str], dim: int, text_search: TextSearch

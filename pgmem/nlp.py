@@ -41,6 +41,8 @@ MAX_ENTITIES_PER_TEXT = 32
 _MAX_LEXEME_BYTES = 2046
 _MAX_POSITION = 16383
 
+# The components a tagged analysis leaves out (TextAnalyzer.analyze_tagged).
+_UNTAGGED = frozenset({"parser", "ner"})
 _QUOTED = re.compile(r'"([^"\n]{2,80})"|“([^”\n]{2,80})”')
 _WORD_CHAR = re.compile(r"\w")
 
@@ -60,6 +62,9 @@ class Analysis:
 
     lexemes: tuple[str, ...]  # lemmas in text order (positions 1..n)
     entities: tuple[Entity, ...]
+    #: A query's candidate entity names, looked up by name in the search statement (the
+    #: ``lookup`` and ``tagged`` query analyses, :mod:`pgmem.query_analysis`).
+    names: tuple[str, ...] = ()
 
     def tsvector(self) -> str:
         """The lemmas as a ``tsvector`` literal with positions (``'dog':1,3 'run':2``)."""
@@ -157,6 +162,25 @@ class TextAnalyzer:
             doc = nlp(text)
         return _analysis(doc, with_entities, stop_words)
 
+    def analyze_tagged(self, text: str) -> Analysis:
+        """A query's analysis without the parser and the recogniser (the ``tagged`` query
+        analysis, :mod:`pgmem.query_analysis`): lemmas from the tagger's parts of speech, and
+        as entities the proper-noun runs and quoted strings (labels ``PROPN``, ``QUOTED``)."""
+        nlp, with_entities, stop_words = self._pipeline_facts()
+        with self._blas():
+            doc = nlp.make_doc(text)
+            # the components called one by one: select_pipes would change the pipeline for
+            # every thread analysing with it meanwhile
+            for name, component in nlp.pipeline:
+                if name not in _UNTAGGED:
+                    doc = component(doc)
+        return _analysis(doc, with_entities, stop_words)
+
+    def analyze_tagged_later(self, text: str) -> Callable[[], Analysis]:
+        """What returns :meth:`analyze_tagged`'s analysis of ``text`` (see
+        :meth:`analyze_many_later`)."""
+        return functools.partial(self.analyze_tagged, text)
+
     def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
         """Lemmas and entities of each text, in order."""
         nlp, with_entities, stop_words = self._pipeline_facts()
@@ -190,7 +214,7 @@ class TextAnalyzer:
                 "spaCy is not installed: pip install 'pgmem[nlp]' and a model package"
             ) from exc
         if self._model == BLANK:
-            return _blank_pipeline(spacy)
+            return blank_pipeline(spacy)
         candidates = (self._model,) if self._model else DEFAULT_MODELS
         # Every component runs: the parser too, though no dependency is read, because the
         # attribute ruler's patterns read dependency labels to set parts of speech, which the
@@ -210,25 +234,35 @@ class TextAnalyzer:
             "no spaCy model installed (tried %s): lemmatizing with lookup tables, "
             "no entity extraction", ", ".join(DEFAULT_MODELS)
         )
-        return _blank_pipeline(spacy)
+        return blank_pipeline(spacy)
 
 
-def _blank_pipeline(spacy: Any) -> Any:
-    nlp = spacy.blank("en")
-    try:
-        nlp.add_pipe("lemmatizer", config={"mode": "lookup"})
-        nlp.initialize()
-    except (ValueError, ImportError, OSError):  # no spacy-lookups-data: lower-cased words
-        logger.warning("spacy-lookups-data is not installed: keyword terms are not lemmatized")
-        nlp = spacy.blank("en")
+def lookup_pipeline(spacy: Any, lang: str = "en") -> Any:
+    """A blank pipeline of ``lang`` with spaCy's lookup lemmatizer (its tables from
+    spacy-lookups-data). Raises ValueError (no table for ``lang``), ImportError or OSError
+    (spacy-lookups-data is not installed)."""
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("lemmatizer", config={"mode": "lookup"})
+    nlp.initialize()
     return nlp
 
 
+def blank_pipeline(spacy: Any) -> Any:
+    """The fallback pipeline: English's lookup lemmas, else lower-cased words."""
+    try:
+        return lookup_pipeline(spacy)
+    except (ValueError, ImportError, OSError):  # no spacy-lookups-data: lower-cased words
+        logger.warning("spacy-lookups-data is not installed: keyword terms are not lemmatized")
+        return spacy.blank("en")
+
+
 def _analysis(doc: Any, with_entities: bool, stop_words: frozenset[str]) -> Analysis:
-    return Analysis(lexemes=_lexemes(doc, stop_words), entities=_entities(doc, with_entities))
+    return Analysis(lexemes=lexemes(doc, stop_words), entities=_entities(doc, with_entities))
 
 
-def _lexemes(doc: Any, stop_words: frozenset[str]) -> tuple[str, ...]:
+def lexemes(doc: Any, stop_words: frozenset[str]) -> tuple[str, ...]:
+    """The keyword lexemes of a spaCy ``Doc``: its tokens' lower-cased lemmas, without stop
+    words (``stop_words`` or the token's own flag), punctuation and spaces, in text order."""
     out = []
     for token in doc:
         if token.is_stop or token.is_punct or token.is_space:

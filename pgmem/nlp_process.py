@@ -102,6 +102,15 @@ class ProcessAnalyzer(TextAnalyzer):
     def analyze_many(self, texts: Iterable[str], batch_size: int = 64) -> list[Analysis]:
         return self.analyze_many_later(list(texts), batch_size)()
 
+    def analyze_tagged_later(self, text: str) -> Callable[[], Analysis]:
+        """Send ``text`` to the child now; the returned function waits for its
+        :meth:`~pgmem.nlp.TextAnalyzer.analyze_tagged` analysis."""
+        wait: Callable[[], Analysis] = self._request("analyze_tagged", text)
+        return wait
+
+    def analyze_tagged(self, text: str) -> Analysis:
+        return self.analyze_tagged_later(text)()
+
     def analyze_many_later(
         self, texts: Sequence[str], batch_size: int = 64
     ) -> Callable[[], list[Analysis]]:
@@ -343,7 +352,8 @@ def _serve(conn: Connection, model: str | None, spacy_ops: bool = True) -> None:
             op, arguments = conn.recv()
         except (EOFError, OSError):
             return
-        run = analyzer.analyze if op == "analyze" else analyzer.analyze_many
+        run = {"analyze": analyzer.analyze, "analyze_many": analyzer.analyze_many,
+               "analyze_tagged": analyzer.analyze_tagged}[op]
         conn.send(answer(functools.partial(run, *arguments), _failed))
 
 

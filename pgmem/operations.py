@@ -69,7 +69,7 @@ from pgmem.results import (
     SearchHit,
 )
 from pgmem.scope_sizes import LargeScopes
-from pgmem.settings import Settings
+from pgmem.settings import QUERY_ANALYSES, Settings
 from pgmem.steps import (
     VectorsOf,
     delete_all_steps,
@@ -113,6 +113,10 @@ class Operations:
         if scoring_name not in scoring.SCORINGS:
             raise ConfigurationError(
                 f"scoring must be one of ('default', 'mem0'), got {scoring_name!r}"
+            )
+        if settings.query_analysis not in QUERY_ANALYSES:
+            raise ConfigurationError(
+                f"query_analysis must be one of {QUERY_ANALYSES}, got {settings.query_analysis!r}"
             )
         self.scoring = scoring.SCORINGS[scoring_name]
         self.schema = check_schema_name(settings.schema)

@@ -23,6 +23,11 @@ T = TypeVar("T")
 
 #: The default embedder's backends (``PGMEM_EMBEDDING_BACKEND``, ``Memory(embedder=...)``).
 EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
+#: How a search analyses its query (``PGMEM_QUERY_ANALYSIS``, ``Memory(query_analysis=)``; see
+#: :mod:`pgmem.query_analysis`): spaCy's whole pipeline (``full``), spaCy's lookup tables and the
+#: entity names the scope links (``lookup``), or those and the query's name-like words embedded
+#: (``tagged``, the default).
+QUERY_ANALYSES = ("tagged", "lookup", "full")
 #: Seconds pgmem's own pool may take to connect and fill its minimum.
 DEFAULT_CONNECT_TIMEOUT = 10.0
 #: Seconds a statement on pgmem's own connections waits for a lock before LockTimeoutError:
@@ -64,6 +69,7 @@ class Options(TypedDict, total=False):
     pool_max_size: int
     connect_timeout: float
     ts_config: str | None
+    query_analysis: str
     lock_timeout: float
     pool_timeout: float
     limits: Limits | None
@@ -92,6 +98,7 @@ class Settings:
     max_text_length: int = MAX_TEXT_LENGTH
     limits: Limits | None = None
     ts_config: str | None = None  # PGMEM_TS_CONFIG; None: english
+    query_analysis: str = "tagged"  # PGMEM_QUERY_ANALYSIS: one of QUERY_ANALYSES
     pool_max_size: int = 10
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
@@ -236,6 +243,12 @@ def _positive(variable: str, raw: str) -> int:
     return value
 
 
+def _query_analysis(variable: str, raw: str) -> str:
+    if raw not in QUERY_ANALYSES:
+        raise ConfigurationError(f"{variable} must be one of {QUERY_ANALYSES}, got {raw!r}")
+    return raw
+
+
 def _concurrency(variable: str, raw: str) -> int | None:
     if raw.lower() == "none":
         return None
@@ -263,6 +276,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "dsn": ("PGMEM_DSN", _text),
     "home": ("PGMEM_HOME", _text),
     "ts_config": ("PGMEM_TS_CONFIG", _text),
+    "query_analysis": ("PGMEM_QUERY_ANALYSIS", _query_analysis),
     "embedding_backend": ("PGMEM_EMBEDDING_BACKEND", _backend),
     "embedding_model": ("PGMEM_EMBEDDING_MODEL", _text),
     "cache_dir": ("PGMEM_CACHE_DIR", _text),

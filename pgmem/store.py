@@ -239,6 +239,8 @@ class SearchParams:
     bm25_k1: float
     bm25_b: float
     entity_embeddings: Sequence[npt.NDArray[np.float32]]
+    #: The query's candidate entity names, matched exactly (pgmem.query_analysis).
+    entity_names: Sequence[str]
     entity_neighbours: int
     entity_min_similarity: float
     spread_decay: float
@@ -254,6 +256,7 @@ class SearchParams:
         if self.lexemes is not None:
             named["lexemes"] = list(self.lexemes)
         named["entity_embeddings"] = list(self.entity_embeddings)
+        named["entity_names"] = list(self.entity_names)
         return {**self.scope.params(), **self.filter_params, **named}
 
 

@@ -163,6 +163,8 @@ keyword AS MATERIALIZED (  -- n: the rank in the leg
 -- (fetched by key), each query entity compared exactly with those (its nearest ones with
 -- similarity >= the minimum), and the links of the matches. Its cost follows the scope, not the
 -- tenant's entity table, and needs no iterative scan, so every pgvector version takes this path.
+-- The query's candidate names (%(entity_names)s, pgmem.query_analysis) are looked up by name
+-- (entities_name_key) and kept when the scope links them: an exact match, similarity 1.
 scope_links AS MATERIALIZED (
     SELECT l.memory_id, l.entity_id
       FROM ((SELECT m.memory_id, m.entity_id  -- a small scope: by the index of a scope id
@@ -174,11 +176,12 @@ scope_links AS MATERIALIZED (
             {large_scope_scope_links}
            ) l
      WHERE cardinality(%(entity_embeddings)b::vector[]) > 0
+        OR cardinality(%(entity_names)s::text[]) > 0
 ),
 scope_entities AS MATERIALIZED (
     SELECT e.id, e.name, e.embedding
       FROM {schema}.entities e
-     WHERE e.tenant = %(tenant)s
+     WHERE cardinality(%(entity_embeddings)b::vector[]) > 0 AND e.tenant = %(tenant)s
        AND e.id = ANY (ARRAY(SELECT DISTINCT l.entity_id FROM scope_links l))
 ),
 entity_match AS MATERIALIZED (  -- once: never the inner side of a loop over the links
@@ -190,6 +193,11 @@ entity_match AS MATERIALIZED (  -- once: never the inner side of a loop over the
              ORDER BY x.embedding <=> q.embedding
              LIMIT %(entity_neighbours)s) e
      WHERE e.similarity >= %(entity_min_similarity)s
+    UNION ALL
+    SELECT cardinality(%(entity_embeddings)b::vector[]) + q.n, e.id, e.name, 1::float8
+      FROM unnest(%(entity_names)s::text[]) WITH ORDINALITY AS q(name, n)
+      JOIN {schema}.entities e ON e.tenant = %(tenant)s AND e.name = q.name
+     WHERE e.id IN (SELECT l.entity_id FROM scope_links l)
 ),
 entity_links AS MATERIALIZED (
     SELECT l.memory_id AS id, em.query_entity, em.entity_id, em.name, em.similarity

@@ -9,7 +9,7 @@ import pytest
 
 import pgmem
 from benchmarks import dialogues
-from pgmem.nlp import DEFAULT_MODELS, Analysis, _entities, _lexemes
+from pgmem.nlp import DEFAULT_MODELS, Analysis, _entities, lexemes
 from pgmem.spacy_ops import _openblas_threads
 
 SAMPLE = 1000  # dev questions compared (of ~1,000): all of them
@@ -51,7 +51,7 @@ def full_pipeline_analyses(texts: list[str]) -> list[Analysis]:
             continue
         stop_words = frozenset(nlp.Defaults.stop_words)
         return [
-            Analysis(lexemes=_lexemes(doc, stop_words), entities=_entities(doc, True))
+            Analysis(lexemes=lexemes(doc, stop_words), entities=_entities(doc, True))
             for doc in nlp.pipe(texts)
         ]
     pytest.skip("no spaCy model installed")

@@ -20,8 +20,10 @@ from pgmem.settings import Settings
 
 
 def made(embedder: object, nlp: pgmem.TextAnalyzer | None) -> operations.Operations:
-    """Operations on these models, with settings of their own (none from the environment)."""
-    settings = Settings(tenant="t", max_text_length=100)
+    """Operations on these models, with settings of their own (none from the environment); the
+    query analysed in full, by the analyzer's ``analyze_many`` (the tagged one overlaps the same
+    way: tests/test_query_analysis.py)."""
+    settings = Settings(tenant="t", max_text_length=100, query_analysis="full")
     return operations.Operations(settings, ModelWork(settings, embedder=embedder, nlp=nlp))
 
 
