@@ -4,10 +4,10 @@ The entity boost can only reach entities already stored, and names enter the sto
 memory's full analysis (spaCy's tagger, parser and recogniser: ~6 ms a question on one core).
 So a query need not be recognised the same way. Three modes (``PGMEM_QUERY_ANALYSIS``):
 
-* ``full``: the query goes through the configuration's spaCy pipeline, as a memory does; its
-  recognised entities and proper-noun runs are embedded and matched by similarity with the
+* ``full`` (the default): the query goes through the configuration's spaCy pipeline, as a
+  memory does; its recognised entities and proper-noun runs are embedded and matched by similarity with the
   entities the scope links.
-* ``tagged`` (the default): the pipeline without its parser and recogniser (about a third of
+* ``tagged``: the pipeline without its parser and recogniser (about a third of
   the cost), beside the query's embedding as the full analysis runs: the same lemmas (the
   tagger's parts of speech), and its proper-noun runs embedded and matched by similarity, so
   that a name written another way ("NYC") still reaches the stored one ("new york city");
