@@ -5,8 +5,8 @@ memory's full analysis (spaCy's tagger, parser and recogniser: ~6 ms a question 
 So a query need not be recognised the same way. Three modes (``PGMEM_QUERY_ANALYSIS``):
 
 * ``full`` (the default): the query goes through the configuration's spaCy pipeline, as a
-  memory does; its recognised entities and proper-noun runs are embedded and matched by similarity with the
-  entities the scope links.
+  memory does; its recognised entities and proper-noun runs are embedded and matched by
+  similarity with the entities the scope links.
 * ``tagged``: the pipeline without its parser and recogniser (about a third of
   the cost), beside the query's embedding as the full analysis runs: the same lemmas (the
   tagger's parts of speech), and its proper-noun runs embedded and matched by similarity, so
