@@ -12,9 +12,9 @@ process finds the pending model's embedder from its recorded name:
    ONNX backend's int8 weights), loaded as the default embedder loads its model.
 
 Else (a local folder's or an ``--embedder MODULE:NAME`` object's name), or when the pending
-model fails, the process cannot help: it logs one warning per model, and its rows wait for the
-re-embedding's catch-up, which embeds every row still without a vector of the new model. Helping
-never fails a write.
+model fails, the process cannot help: it logs one warning (per ``Memory`` and model), and its
+rows wait for the re-embedding's catch-up, which embeds every row still without a vector of the
+new model. Helping never fails a write.
 """
 
 from __future__ import annotations
