@@ -143,7 +143,6 @@ def test_reembed_to_3072_halfvec_online(
     )
     memories = count(db_dsn)
     assert report.memories >= memories and report.at_switch >= 1  # the late add, at the switch
-    assert report.switch_seconds >= 0  # how long it takes is for benchmarks, not tests
     assert recorded(db_dsn) == [("current", "minilm-projected-3072", 3072, "halfvec")]
 
     # The schema is what migrate(dim=3072) creates; the old column and its index are gone.
