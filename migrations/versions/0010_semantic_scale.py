@@ -33,9 +33,12 @@ def upgrade() -> None:
         f'ALTER TABLE "{schema}".embedding_models'
         " ADD COLUMN scale_model text,"
         " ADD COLUMN scale_lo double precision,"
-        " ADD COLUMN scale_hi double precision,"
-        " ADD CONSTRAINT embedding_models_scale_check"
-        "   CHECK (scale_model IS NULL OR (scale_lo IS NOT NULL AND scale_hi IS NOT NULL"
+        " ADD COLUMN scale_hi double precision"
+    )
+    # Citus runs ADD CONSTRAINT on a distributed or reference table only as a command of its own
+    op.execute(
+        f'ALTER TABLE "{schema}".embedding_models ADD CONSTRAINT embedding_models_scale_check'
+        " CHECK (scale_model IS NULL OR (scale_lo IS NOT NULL AND scale_hi IS NOT NULL"
         "          AND scale_lo < scale_hi))"
     )
 
@@ -43,7 +46,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     schema = current_settings().schema
     op.execute(
+        f'ALTER TABLE "{schema}".embedding_models DROP CONSTRAINT embedding_models_scale_check'
+    )
+    op.execute(
         f'ALTER TABLE "{schema}".embedding_models'
-        " DROP CONSTRAINT embedding_models_scale_check,"
         " DROP COLUMN scale_model, DROP COLUMN scale_lo, DROP COLUMN scale_hi"
     )
