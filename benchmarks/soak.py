@@ -1,7 +1,7 @@
 """A soak: a mixed load for a long time while faults hit the server, then a check of the database.
 
     python -m benchmarks.soak --minutes M --clients C [--faults] [--out report.md]
-                              [--reembed [--reembed-alone]]
+                              [--reembed [--reembed-alone] [--reembed-at SECONDS]]
                               [--pg-dir /tmp/pg-soak] [--port 54355] [--keep-server]
 
 It starts a PostgreSQL of its own (``scripts/test-postgres.sh`` in ``--pg-dir`` on ``--port``),
@@ -17,7 +17,7 @@ statement_timeout storm, and a reembed to the other model name that is killed an
 (and aborted if it has not caught up with the writes after 10 minutes).
 
 With ``--reembed`` (and no ``--faults``), a reembed to the other model name starts at a third of
-the run (:class:`Reembedding`) while the clients go on: the clients' Memories are given the
+the run (``--reembed-at``: that many seconds in) (:class:`Reembedding`) while the clients go on: the clients' Memories are given the
 other model as ``next_embedder``, so their writes store both vectors (``--reembed-alone``: they
 are not, and the reembed alone embeds their rows). The report shows the backlog (rows still
 without a vector of the new model) every 10 s, the reembed's rows per second and when it
@@ -523,7 +523,8 @@ def write_report(args: argparse.Namespace, calls: Calls, samples: list[Sample],
                  reembedding: Reembedding | None = None) -> tuple[str, bool]:
     minutes = args.minutes
     flags = (" --faults" if args.faults else "") + (" --reembed" if args.reembed else "") + (
-        " --reembed-alone" if args.reembed_alone else "")
+        " --reembed-alone" if args.reembed_alone else "") + (
+        f" --reembed-at {args.reembed_at:g}" if args.reembed_at is not None else "")
     lines = [(f"# Soak: {minutes} min, {args.clients} clients, faults "
              f"{'on' if args.faults else 'off'}"), "",
              (f"`python -m benchmarks.soak --minutes {minutes} --clients {args.clients}"
@@ -578,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", action="store_true")
     parser.add_argument("--reembed", action="store_true",
                         help="a reembed to the other model name at a third of the run")
+    parser.add_argument("--reembed-at", type=float,
+                        help="with --reembed: seconds into the run (default: a third of it)")
     parser.add_argument("--reembed-alone", action="store_true",
                         help="with --reembed: the clients' writes do not help it")
     parser.add_argument("--out", help="write the report (markdown) there too")
@@ -614,7 +617,8 @@ def _soak(args: argparse.Namespace, server: Server) -> int:
     stop = threading.Event()
     faults = (Faults(server, dsn, DBNAME, period=min(args.minutes, 10) * 60, log=log,
                      models=MODELS, on_reembed=fleet.switch) if args.faults else None)
-    reembedding = (Reembedding(dsn, fleet, calls.started, args.minutes * 60 / 3, log)
+    start_at = args.minutes * 60 / 3 if args.reembed_at is None else args.reembed_at
+    reembedding = (Reembedding(dsn, fleet, calls.started, start_at, log)
                    if args.reembed else None)
     sampler = Sampler(server, dsn, faults, calls.started, reembedding)
     clients = [Client(n, fleet, calls, stop) for n in range(args.clients)]
