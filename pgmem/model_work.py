@@ -222,8 +222,8 @@ class ModelWork:
     ) -> tuple[Analysis, Vectors]:
         """A query's analysis, and the vectors of the query and of the entities the entity leg
         uses, by ``settings.query_analysis`` (:mod:`pgmem.query_analysis`): ``full`` and
-        ``tagged`` analyse while the query embeds (see :meth:`embedded_beside`), ``tagged``
-        adds the query's candidate names; ``lookup`` analyses here first (~0.1 ms) and embeds
+        ``tagged`` analyse while the query embeds (see :meth:`embedded_beside`); ``lookup``
+        analyses here first (~0.1 ms) and embeds
         the query alone."""
         lookup = text_search.query_analyzer()
         with self.turn():
@@ -234,11 +234,10 @@ class ModelWork:
                 )
             if not lookup.tagged:
                 return lookup.analyze(query), checked_embeddings(self.embedder, [query], dim)
-            analysis, vectors = self.embedded_beside(
+            return self.embedded_beside(
                 [query], dim, lambda: text_search.analyze_tagged_later(query), _query_names,
                 apart=text_search.runs_apart,
             )
-            return lookup.with_names(analysis, query, len(vectors) - 1), vectors
 
     def analyze_batch(
         self, texts: Sequence[str], to_embed: Sequence[str], dim: int, text_search: TextSearch
