@@ -241,8 +241,8 @@ class ModelWork:
     ) -> tuple[Analysis, Vectors]:
         """A query's analysis, and the vectors of the query and of the entities the entity leg
         uses, by ``settings.query_analysis`` (:mod:`pgmem.query_analysis`): ``full`` and
-        ``tagged`` analyse while the query embeds (see :meth:`embedded_beside`), ``tagged``
-        adds the query's candidate names; ``lookup`` analyses here first (~0.1 ms) and embeds
+        ``tagged`` analyse while the query embeds (see :meth:`embedded_beside`); ``lookup``
+        analyses here first (~0.1 ms) and embeds
         the query alone."""
         lookup = text_search.query_analyzer()
         with self.turn():
@@ -255,11 +255,10 @@ class ModelWork:
                 return lookup.analyze(query), checked_embeddings(
                     self.embedder, [query], dim, kind=QUERY
                 )
-            analysis, vectors = self.embedded_beside(
+            return self.embedded_beside(
                 [query], dim, lambda: text_search.analyze_tagged_later(query), _query_names,
                 apart=text_search.runs_apart, kind=QUERY,
             )
-            return lookup.with_names(analysis, query, len(vectors) - 1), vectors
 
     def analyze_batch(
         self, texts: Sequence[str], to_embed: Sequence[str], dim: int, text_search: TextSearch

@@ -145,11 +145,6 @@ def test_candidate_names_are_the_word_ngrams_without_edge_stop_words() -> None:
     )
     assert not {"how long has", "in new york", "has gina", "of america"} & set(analysis.names)
     assert analysis.entities == ()
-    # the tagged analysis's embedded entities are not looked up again
-    tagged = LookupAnalyzer().with_names(
-        TextAnalyzer().analyze_tagged("Gina flew to NYC"), "Gina flew to NYC", 2
-    )
-    assert "gina" not in tagged.names and "nyc" not in tagged.names and "flew" in tagged.names
 
 
 def test_the_ngrams_are_bounded() -> None:
