@@ -17,11 +17,11 @@ statement_timeout storm, and a reembed to the other model name that is killed an
 (and aborted if it has not caught up with the writes after 10 minutes).
 
 With ``--reembed`` (and no ``--faults``), a reembed to the other model name starts at a third of
-the run (``--reembed-at``: that many seconds in) (:class:`Reembedding`) while the clients go
-on: the clients' Memories are given the other model as ``next_embedder``, so their writes
-store both vectors (``--reembed-alone``: they are not, and the reembed alone embeds their
-rows). The report shows the backlog (rows still without a vector of the new model) every 10 s, the reembed's rows per second and when it
-switched; the clients then move to the new model name.
+the run (``--reembed-at``: that many seconds in) (:class:`Reembedding`) while the clients go on:
+the clients' Memories are given the other model as ``next_embedder``, so their writes store both
+vectors (``--reembed-alone``: they are not, and the reembed alone embeds their rows). The report
+shows the backlog (rows still without a vector of the new model) every 10 s, the reembed's rows
+per second and when it switched; the clients then move to the new model name.
 
 Then it checks the database (:func:`benchmarks.soak_check.check`): nothing the clients were told
 was stored is lost, nothing they were not told of is there, every history chain replays to its
