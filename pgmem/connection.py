@@ -155,6 +155,21 @@ def _connect_kwargs(
     return kwargs
 
 
+@contextlib.contextmanager
+def direct_connection(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """An autocommit connection of its own to ``dsn`` (what a re-embedding and learning a
+    scale run on, beside any pool), closed on exit; every driver error leaves as a
+    :class:`~pgmem.errors.PgmemError`, a malformed DSN as a ``ConfigurationError``."""
+    try:
+        conn = psycopg.connect(dsn, autocommit=True)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigurationError(f"invalid connection string: {exc}") from exc
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+    with conn, wrap_db_errors():
+        yield conn
+
+
 @dataclass(frozen=True)
 class ServerCapabilities:
     """What the connected server's pgvector supports, and whether it is a Citus node."""

@@ -595,10 +595,11 @@ def checked_embeddings(
 
 
 class VectorCache:
-    """The vectors of recently embedded short texts (entity names), least recently used out.
+    """The vectors of recently embedded texts, least recently used out; safe across threads.
 
     Entity names recur from one memory to the next (a conversation's speakers are in most of
-    its turns): an ``add`` embeds only the names this cache has not seen. Safe across threads.
+    its turns): an ``add`` embeds only the names this cache has not seen. A remote embedder
+    keeps its recent queries' vectors in one (:mod:`pgmem.providers.openai_endpoint`).
     """
 
     def __init__(self, size: int = 4096) -> None:
@@ -615,12 +616,17 @@ class VectorCache:
             return vector
 
     def put(self, text: str, vector: npt.NDArray[np.float32]) -> None:
-        """Remember ``vector`` for ``text``."""
+        """Remember ``vector`` for ``text`` (a cache of size 0 remembers nothing)."""
+        if self.size < 1:
+            return
         with self._lock:
             self._vectors[text] = vector
             self._vectors.move_to_end(text)
             while len(self._vectors) > self.size:
                 self._vectors.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._vectors)
 
 
 def cached_embeddings(

@@ -35,6 +35,7 @@ from psycopg.rows import dict_row
 
 from pgmem import validate
 from pgmem.citus import is_distributed
+from pgmem.connection import direct_connection
 from pgmem.embedding import SentenceTransformerEmbedder, checked_embeddings, embed_kind
 from pgmem.embedding_space import EmbeddingSpace, embedder_name, space_of_rows
 from pgmem.errors import (
@@ -45,8 +46,6 @@ from pgmem.errors import (
     PgvectorError,
     QueryTimeoutError,
     SchemaError,
-    translate,
-    wrap_db_errors,
 )
 from pgmem.migrate import (
     DEFAULT_SCHEMA,
@@ -190,13 +189,7 @@ def reembed_status(dsn: str = "", *, schema: str = DEFAULT_SCHEMA) -> ReembedSta
 def _connect(dsn: str) -> Iterator[psycopg.Connection[Any]]:
     """An autocommit connection (CREATE INDEX CONCURRENTLY needs one) with pgvector's types;
     every driver error leaves as a :class:`~pgmem.errors.PgmemError`."""
-    try:
-        conn = psycopg.connect(dsn, autocommit=True)
-    except psycopg.ProgrammingError as exc:
-        raise ConfigurationError(f"invalid connection string: {exc}") from exc
-    except psycopg.Error as exc:
-        raise translate(exc) from exc
-    with conn, wrap_db_errors():
+    with direct_connection(dsn) as conn:
         try:
             register_vector(conn)
         except psycopg.ProgrammingError as exc:  # the vector type is missing

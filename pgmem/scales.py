@@ -19,8 +19,9 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgmem import semantic_scale
+from pgmem.connection import direct_connection
 from pgmem.embedding import HUB_MODEL
-from pgmem.errors import ConfigurationError, SchemaError, translate, wrap_db_errors
+from pgmem.errors import ConfigurationError, SchemaError
 from pgmem.migrate import DEFAULT_SCHEMA, check_schema_name
 from pgmem.queries import sql_blocks
 
@@ -54,13 +55,7 @@ def learn_scale(
         raise ConfigurationError(
             f"sample must be an integer of at least {semantic_scale.MIN_VECTORS}, got {sample!r}"
         )
-    try:
-        conn = psycopg.connect(dsn, autocommit=True)
-    except psycopg.ProgrammingError as exc:
-        raise ConfigurationError(f"invalid connection string: {exc}") from exc
-    except psycopg.Error as exc:
-        raise translate(exc) from exc
-    with conn, wrap_db_errors():
+    with direct_connection(dsn) as conn:
         return _learned(conn, schema, sample)
 
 

@@ -15,15 +15,14 @@ so a repeated query skips the network.
 from __future__ import annotations
 
 import random
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pgmem.embedding import VectorCache
 from pgmem.errors import ConfigurationError, EmbeddingError
 
 #: OpenAI's limits of one embeddings request: 2,048 inputs, 300,000 tokens in all.
@@ -56,36 +55,6 @@ def token_batches(texts: Sequence[str], max_texts: int, max_tokens: int) -> list
     if start < len(texts):
         batches.append(range(start, len(texts)))
     return batches
-
-
-class QueryCache:
-    """The vectors of recent queries, least recently used out; safe across threads."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._vectors: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, text: str) -> npt.NDArray[np.float32] | None:
-        """The cached vector of ``text``, if any."""
-        with self._lock:
-            vector = self._vectors.get(text)
-            if vector is not None:
-                self._vectors.move_to_end(text)
-            return vector
-
-    def put(self, text: str, vector: npt.NDArray[np.float32]) -> None:
-        """Remember ``vector`` for ``text``."""
-        if self.size < 1:
-            return
-        with self._lock:
-            self._vectors[text] = vector
-            self._vectors.move_to_end(text)
-            while len(self._vectors) > self.size:
-                self._vectors.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._vectors)
 
 
 class OpenAIEmbedder:
@@ -155,7 +124,7 @@ class OpenAIEmbedder:
         self.retry_seconds = float(retry_seconds)
         self.batch_size, self.batch_tokens = batch_size, batch_tokens
         self.name = name or f"openai:{model}" + (f"@{dimensions}" if dimensions else "")
-        self._queries = QueryCache(query_cache)
+        self._queries = VectorCache(query_cache)
         self._client = client if client is not None else _client(base_url, api_key, azure)
 
     @property
