@@ -177,10 +177,19 @@ def tables(
         sa.Column("dim", sa.Integer, nullable=False),
         sa.Column("storage", sa.Text, nullable=False),
         _timestamp("updated_at"),
+        # the semantic scale learned for the model ``scale_model`` (pgmem.semantic_scale)
+        sa.Column("scale_model", sa.Text),
+        sa.Column("scale_lo", sa.Double),
+        sa.Column("scale_hi", sa.Double),
         sa.PrimaryKeyConstraint("role", name="embedding_models_pkey"),
         sa.CheckConstraint("role IN ('current', 'next')", name="embedding_models_role_check"),
         sa.CheckConstraint(
             "storage IN ('vector', 'halfvec')", name="embedding_models_storage_check"
+        ),
+        sa.CheckConstraint(
+            "scale_model IS NULL OR (scale_lo IS NOT NULL AND scale_hi IS NOT NULL"
+            " AND scale_lo < scale_hi)",
+            name="embedding_models_scale_check",
         ),
     )
     # A random salt per tenant for pgmem's lock keys (docs/security.md).

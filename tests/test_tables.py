@@ -89,7 +89,7 @@ def catalog(dsn: str, schema: str) -> tuple[list[tuple[Any, ...]], set[tuple[Any
 
 def test_the_tables_match_the_migrated_catalog(db_dsn: str) -> None:
     columns, constraints = catalog(db_dsn, "pgmem")
-    assert len(columns) == 19 + 6 + 6 + 8 + 5 + 2
+    assert len(columns) == 19 + 6 + 6 + 8 + 8 + 2
     assert declared_columns(pgmem_tables.tables()) == columns
     assert declared_constraints(pgmem_tables.tables()) == constraints
     assert pgmem_tables.memories.c.embedding.type.compile(dialect=postgresql.dialect()) == (

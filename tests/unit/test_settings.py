@@ -192,6 +192,6 @@ def test_the_memory_options_are_settings_fields_written_once() -> None:
     for facade in (pgmem.Memory, pgmem.AsyncMemory):
         parameters = inspect.signature(facade.__init__).parameters
         assert list(parameters) == [
-            "self", "db", "settings", "embedder", "nlp", "reranker", "options"
+            "self", "db", "settings", "embedder", "nlp", "reranker", "next_embedder", "options"
         ]
         assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
