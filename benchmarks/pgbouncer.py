@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from benchmarks.processes import as_postgres, free_port
 
 #: PgBouncer's pool modes pgmem is run behind.
 MODES = ("transaction", "session")
@@ -47,17 +48,6 @@ class PgBouncer:
     def log(self) -> str:
         """What PgBouncer logged."""
         return (self.folder / "pgbouncer.log").read_text(errors="replace")
-
-
-def _as_postgres(command: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _quoted(value: str) -> str:
@@ -105,7 +95,7 @@ def pgbouncer(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     command = program()
     folder = Path(tempfile.mkdtemp(prefix="pgmem-pgbouncer-"))
-    bouncer = PgBouncer(_free_port(), mode, folder)
+    bouncer = PgBouncer(free_port(), mode, folder)
     (folder / "pgbouncer.ini").write_text(
         _config(server_dsn, mode, bouncer.port, folder, pool_size)
     )
@@ -113,7 +103,7 @@ def pgbouncer(
         for path in (folder, *folder.iterdir()):
             shutil.chown(path, "postgres", "postgres")
     process = subprocess.Popen(
-        _as_postgres([command, str(folder / "pgbouncer.ini")]),
+        as_postgres([command, str(folder / "pgbouncer.ini")]),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

@@ -22,16 +22,14 @@ from typing import Any
 
 import psycopg
 
+from benchmarks.processes import as_postgres
+
 ADMIN_APPLICATION = "pgmem-soak-admin"  # the soak's own sessions, which no fault kills
 # The longest a resumed reembed may run (at least; half the fault period if longer) before the
 # soak kills and aborts it: under heavy write load on a small machine it may never catch up.
 REEMBED_SECONDS = 600.0
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "test-postgres.sh"
-
-
-def _as_postgres(command: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
 
 
 def _pg_bin() -> str:
@@ -66,7 +64,7 @@ class Server:
 
     def pg_ctl(self, *args: str) -> None:
         command = [f"{_pg_bin()}/pg_ctl", "-D", f"{self.directory}/data", *args]
-        subprocess.run(_as_postgres(command), check=True, stdout=subprocess.DEVNULL,
+        subprocess.run(as_postgres(command), check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
 
     def postmaster_pid(self) -> int | None:

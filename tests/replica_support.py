@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -24,20 +23,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from benchmarks.processes import as_postgres, free_port
 from tests.server_support import wait_for
 
 REPLAY_TIMEOUT = 60.0
-
-
-def _as_postgres(command: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _unavailable(reason: str) -> None:
@@ -73,7 +62,7 @@ class Replica:
 
     def _pg_ctl(self, *args: str) -> None:
         subprocess.run(
-            _as_postgres([str(self.bin_dir / "pg_ctl"), "-D", str(self.data), *args]),
+            as_postgres([str(self.bin_dir / "pg_ctl"), "-D", str(self.data), *args]),
             check=True, capture_output=True, timeout=120,
         )
 
@@ -105,10 +94,10 @@ def streaming_replica(server_dsn: str) -> Iterator[Replica]:
     folder = Path(tempfile.mkdtemp(prefix="pgmem-replica-"))
     if os.geteuid() == 0:
         shutil.chown(folder, "postgres", "postgres")
-    replica = Replica(folder, _free_port(), bin_dir)
+    replica = Replica(folder, free_port(), bin_dir)
     try:
         subprocess.run(
-            _as_postgres([
+            as_postgres([
                 str(bin_dir / "pg_basebackup"), "-d", server_dsn,
                 "-D", str(replica.data), "-R", "-X", "stream", "-c", "fast",
             ]),
