@@ -74,9 +74,9 @@ class ItemStore(Store):
         """The items asked for that exist, by ordinal (refreshing TTLs as asked)."""
         return self._statement("get_items", params, "all", _rows)
 
-    def items_by_id(self, params: Row) -> Statement[list[Row]]:
-        """The namespace, key and timestamps of items by id (refreshing TTLs as asked)."""
-        return self._statement("items_by_id", params, "all", _rows)
+    def refresh_items(self, params: Row) -> Statement[None]:
+        """Start the time to live of the items of these ids again."""
+        return self._statement("refresh_items", params, "nothing", _nothing)
 
     def list_items(self, params: Row, condition: sql.Composable) -> Statement[list[Row]]:
         """A page of the items of a namespace scope matching ``condition``."""
@@ -93,6 +93,10 @@ class ItemStore(Store):
 
 def _rows(rows: list[Row]) -> list[Row]:
     return rows
+
+
+def _nothing(_: object) -> None:
+    return None
 
 
 def _ids(rows: list[Row]) -> list[Any]:
@@ -321,22 +325,19 @@ class Items:
                 query.
         """
         request = self._request(prefix, query, filter, offset + limit, threshold)
-        hits = (yield from self.ops.run_search(request))[offset:]
-        if not hits:
-            return []
-        params = {
-            "tenant": self.tenant, "ids": [hit.id for hit in hits], "refresh": refresh,
-        }
-        rows = yield from transaction(lambda _: result_of(self.store.items_by_id(params)))
-        by_id = {row["id"]: row for row in rows}
+        hits, rows = yield from self.ops.search_hits(request)
+        hits = hits[offset:]
+        expiring = [hit.id for hit in hits if rows[hit.id]["ttl_minutes"] is not None]
+        if refresh and expiring:
+            params = {"tenant": self.tenant, "ids": expiring}
+            yield from transaction(lambda _: result_of(self.store.refresh_items(params)))
         return [
             FoundItem(
-                namespace=tuple(by_id[hit.id]["namespace"]), key=by_id[hit.id]["key"],
-                value=dict(hit.metadata), created_at=by_id[hit.id]["created_at"],
-                updated_at=by_id[hit.id]["updated_at"], hit=hit,
+                namespace=tuple(rows[hit.id]["namespace"]), key=rows[hit.id]["key"],
+                value=dict(hit.metadata), created_at=hit.created_at, updated_at=hit.updated_at,
+                hit=hit,
             )
             for hit in hits
-            if hit.id in by_id  # not deleted since
         ]
 
     def explain_search(

@@ -391,8 +391,16 @@ class Operations:
     def run_search(
         self, request: SearchRequest, *, rerank: bool = False, ts_config: str | None = None
     ) -> Operation[list[SearchHit]]:
-        """The hits of a checked search (:meth:`search` after its checks; store items'
-        searches, :mod:`pgmem.items`, with a namespace scope)."""
+        """The hits of a checked search (:meth:`search` after its checks)."""
+        hits, _ = yield from self.search_hits(request, rerank=rerank, ts_config=ts_config)
+        return hits
+
+    def search_hits(
+        self, request: SearchRequest, *, rerank: bool = False, ts_config: str | None = None
+    ) -> Operation[tuple[list[SearchHit], dict[uuid.UUID, Row]]]:
+        """The hits of a checked search, and the statement's row of each candidate by id (a
+        store item's namespace and key: :mod:`pgmem.items`, whose searches have a namespace
+        scope)."""
         reranker = self.models.reranker
         if rerank and reranker is None:
             raise ConfigurationError("rerank=True needs a reranker: Memory(..., reranker=...)")
@@ -421,7 +429,7 @@ class Operations:
                     self.models.rerank, reranker, request.query, hits, request.limit
                 )
             )
-        return hits
+        return hits, {row["id"]: row for row in rows}
 
     def search_sql(
         self,

@@ -53,22 +53,12 @@ refreshed AS (
 )
 SELECT f.ord, f.namespace, f.key, f.metadata AS value, f.created_at, f.updated_at FROM found f
 
--- name: items_by_id
--- The namespace, key and timestamps of the items a search found (by id), whose time to live
--- starts again with `refresh`.
-WITH found AS (
-    SELECT m.id, m.namespace, m.key, m.created_at, m.updated_at, m.ttl_minutes
-      FROM {schema}.memories m
-     WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[]) AND m.namespace IS NOT NULL
-),
-refreshed AS (
-    UPDATE {schema}.memories m
-       SET expires_at = now() + f.ttl_minutes * interval '1 minute'
-      FROM found f
-     WHERE %(refresh)s::boolean AND f.ttl_minutes IS NOT NULL
-       AND m.tenant = %(tenant)s AND m.id = f.id
-)
-SELECT f.id, f.namespace, f.key, f.created_at, f.updated_at FROM found f
+-- name: refresh_items
+-- The time to live of the items a search found (by id) starts again.
+UPDATE {schema}.memories m
+   SET expires_at = now() + m.ttl_minutes * interval '1 minute'
+ WHERE m.tenant = %(tenant)s AND m.id = ANY(%(ids)s::uuid[]) AND m.namespace IS NOT NULL
+   AND m.ttl_minutes IS NOT NULL
 
 -- name: list_items
 -- A page of the items under a namespace prefix that match the filter, most recently updated

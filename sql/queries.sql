@@ -93,7 +93,8 @@ scope_size AS MATERIALIZED (
 ),
 scope_rows AS MATERIALIZED (
     SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
-           m.updated_at, m.embedding <=> %(embedding)s::vector AS distance, m.lexeme_count,
+           m.updated_at, m.namespace, m.key, m.ttl_minutes,
+           m.embedding <=> %(embedding)s::vector AS distance, m.lexeme_count,
            CASE WHEN m.lexemes @@ (SELECT q.tsquery FROM query_terms q)
                  AND m.ts_config = %(ts_config)s::text THEN m.lexemes END AS lexemes,
            -- the neighbour step's reach (pgmem.scoring.MAX_NEIGHBOUR_WINDOW): lag and lead
@@ -107,7 +108,7 @@ scope_rows AS MATERIALIZED (
 -- Semantic leg: the scope's nearest rows.
 semantic AS MATERIALIZED (
     (SELECT r.id, r.user_id, r.agent_id, r.run_id, r.text, r.metadata, r.created_at,
-            r.updated_at, 1 - r.distance AS semantic
+            r.updated_at, r.namespace, r.key, r.ttl_minutes, 1 - r.distance AS semantic
        FROM scope_rows r
       ORDER BY r.distance
       LIMIT %(semantic_limit)s)
@@ -286,13 +287,13 @@ candidates AS (
     SELECT s.*, TRUE AS semantic_leg FROM semantic s
     UNION ALL
     SELECT r.id, r.user_id, r.agent_id, r.run_id, r.text, r.metadata, r.created_at,
-           r.updated_at, 1 - r.distance, FALSE
+           r.updated_at, r.namespace, r.key, r.ttl_minutes, 1 - r.distance, FALSE
       FROM others o
       JOIN scope_rows r ON r.id = o.id
     {large_scope_candidates}
 )
 SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metadata,
-       c.created_at, c.updated_at, c.semantic, k.bm25, k.rank_cd, h.names AS entity_names,
+       c.created_at, c.updated_at, c.namespace, c.key, c.ttl_minutes, c.semantic, k.bm25, k.rank_cd, h.names AS entity_names,
        h.similarities AS entity_similarities, h.spreads AS entity_spreads,
        c.semantic_leg, c.id IN (SELECT id FROM keyword) AS keyword_leg,
        c.id IN (SELECT id FROM entity) AS entity_leg,
@@ -312,7 +313,8 @@ SELECT c.id, c.user_id, c.agent_id, c.run_id, c.text, c.metadata::text AS metada
 -- scans) every row of the scope.
 UNION ALL
 (SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
-        m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector) AS semantic
+        m.updated_at, m.namespace, m.key, m.ttl_minutes,
+        1 - (m.embedding <=> %(embedding)s::vector) AS semantic
    FROM {schema}.memories m
   WHERE NOT %(exact_scan)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s
     AND m.tenant = %(tenant)s COLLATE "C" AND ({scope}) IS TRUE
@@ -320,9 +322,10 @@ UNION ALL
   LIMIT %(semantic_limit)s)
 UNION ALL
 (SELECT s.id, s.user_id, s.agent_id, s.run_id, s.text, s.metadata, s.created_at,
-        s.updated_at, 1 - s.distance AS semantic
+        s.updated_at, s.namespace, s.key, s.ttl_minutes, 1 - s.distance AS semantic
    FROM (SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
-                m.updated_at, m.embedding <=> %(embedding)s::vector AS distance
+                m.updated_at, m.namespace, m.key, m.ttl_minutes,
+                m.embedding <=> %(embedding)s::vector AS distance
            FROM {schema}.memories m
           WHERE %(exact_scan)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s
             AND {scope}
@@ -399,7 +402,8 @@ SELECT l.id, n.id, n.distance
 -- A large scope's other candidates: fetched by key.
 UNION ALL
 SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
-       m.updated_at, 1 - (m.embedding <=> %(embedding)s::vector), FALSE
+       m.updated_at, m.namespace, m.key, m.ttl_minutes,
+       1 - (m.embedding <=> %(embedding)s::vector), FALSE
   FROM others o
   JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = o.id
  WHERE (SELECT n FROM scope_size) > %(scan_rows)s
