@@ -277,6 +277,37 @@ def test_ttl_expiry_and_refresh(db_dsn: str, embedder: Any, analyzer: Any) -> No
         ).fetchone() == (0,)
 
 
+def test_a_search_with_a_query_refreshes_the_ttl_of_what_it_finds(
+    db_dsn: str, embedder: Any, analyzer: Any
+) -> None:
+    ttl = {"default_ttl": 10.0, "refresh_on_read": True}
+    index = {"dims": 384, "fields": ["text"]}
+    with PgmemStore(db_dsn, index=index, ttl=ttl, embedder=embedder, nlp=analyzer) as store:  # type: ignore[arg-type]
+        store.put(("r",), "boat", {"text": "Gina sails her boat on the lake."})
+        store.put(("r",), "kept", {"text": "Gina sails on weekends."}, ttl=None)
+        store.put(("r",), "other", {"text": "Tax forms are due in April."})
+
+        def expiries() -> dict[str, Any]:
+            with psycopg.connect(db_dsn) as conn:
+                rows = conn.execute(
+                    "SELECT key, expires_at FROM pgmem.memories WHERE namespace = '{r}'"
+                ).fetchall()
+            return dict(rows)
+
+        before = expiries()
+        time.sleep(0.05)
+        found = store.search(("r",), query="Who sails a boat?", limit=2, refresh_ttl=False)
+        assert [item.key for item in found][:1] == ["boat"]
+        assert expiries() == before  # refresh_ttl=False: nothing moves
+        found = store.search(("r",), query="Who sails a boat?", limit=2)
+        assert {item.key for item in found} == {"boat", "kept"}
+        after = expiries()
+        assert after["boat"] > before["boat"]  # found, with a TTL: starts again
+        assert after["kept"] is None  # found, without a TTL
+        assert after["other"] == before["other"]  # not found
+        assert found[0].namespace == ("r",) and found[0].created_at is not None
+
+
 def test_omit_expired_hides_items_before_the_sweep(
     db_dsn: str, embedder: Any, analyzer: Any
 ) -> None:
