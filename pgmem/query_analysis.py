@@ -4,14 +4,14 @@ The entity boost can only reach entities already stored, and names enter the sto
 memory's full analysis (spaCy's tagger, parser and recogniser: ~6 ms a question on one core).
 So a query need not be recognised the same way. Three modes (``PGMEM_QUERY_ANALYSIS``):
 
-* ``full`` (the default): the query goes through the configuration's spaCy pipeline, as a
-  memory does; its recognised entities and proper-noun runs are embedded and matched by
-  similarity with the entities the scope links.
-* ``tagged``: the pipeline without its parser and recogniser (about a third of
+* ``full``: the query goes through the configuration's spaCy pipeline, as a memory does; its
+  recognised entities and proper-noun runs are embedded and matched by similarity with the
+  entities the scope links.
+* ``tagged`` (the default): the pipeline without its parser and recogniser (about a third of
   the cost), beside the query's embedding as the full analysis runs: the same lemmas (the
   tagger's parts of speech), and its proper-noun runs (and quoted strings) embedded and matched
   by similarity, so that a name written another way ("NYC") still reaches the stored one
-  ("new york city").
+  ("new york city"). Its recall on the dev file is the full analysis's (docs/retrieval.md).
 * ``lookup``: no spaCy model at all: spaCy's tokenizer and its lookup lemmatizer (tables from
   spacy-lookups-data; ~0.1 ms), whose lemmas differ from the tagger's for words such as
   "camping" (``camp``); and the query's word n-grams (1 to 3 words, normalised as entity names

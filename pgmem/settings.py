@@ -24,10 +24,10 @@ T = TypeVar("T")
 #: The default embedder's backends (``PGMEM_EMBEDDING_BACKEND``, ``Memory(embedder=...)``).
 EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
 #: How a search analyses its query (``PGMEM_QUERY_ANALYSIS``, ``Memory(query_analysis=)``; see
-#: :mod:`pgmem.query_analysis`): spaCy's whole pipeline (``full``, the default: the best recall),
-#: spaCy's tagger and the query's name-like words embedded, with its n-grams looked up among the
-#: entity names the scope links (``tagged``), or spaCy's lookup tables and that lookup alone
-#: (``lookup``, the fastest).
+#: :mod:`pgmem.query_analysis`): spaCy's whole pipeline, as a memory's (``full``); spaCy's tagger
+#: without its parser and recogniser, the query's proper-noun runs embedded (``tagged``, the
+#: default: the same recall at a lower cost); or spaCy's lookup tables, the query's n-grams
+#: looked up among the entity names the scope links (``lookup``, the fastest).
 QUERY_ANALYSES = ("full", "tagged", "lookup")
 #: Seconds pgmem's own pool may take to connect and fill its minimum.
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -99,7 +99,7 @@ class Settings:
     max_text_length: int = MAX_TEXT_LENGTH
     limits: Limits | None = None
     ts_config: str | None = None  # PGMEM_TS_CONFIG; None: english
-    query_analysis: str = "full"  # PGMEM_QUERY_ANALYSIS: one of QUERY_ANALYSES
+    query_analysis: str = "tagged"  # PGMEM_QUERY_ANALYSIS: one of QUERY_ANALYSES
     pool_max_size: int = 10
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT

@@ -1,5 +1,5 @@
 """The query analyses (``Settings.query_analysis``): each finds what it should on a small real
-corpus with the real models -- the full default and the tagged analysis keep the semantic
+corpus with the real models -- the full and the tagged (default) analyses keep the semantic
 entity match ("NYC" reaches "new york city"), the lookup finds a stored name however the query
 writes its case -- and the setting is checked."""
 
@@ -79,11 +79,12 @@ def test_nyc_reaches_new_york_city_but_by_lookup_alone(searcher: pgmem.Memory) -
     assert hits[0].explain.signals == ("semantic", "keyword", "entity")
 
 
-def test_the_default_is_full_and_finds_nyc(
+def test_the_default_is_tagged_and_finds_nyc(
     stored: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
 ) -> None:
     with pgmem.Memory(stored, embedder=embedder, nlp=analyzer, settings=Settings()) as memory:
-        assert memory.settings.query_analysis == "full"
+        assert memory.settings.query_analysis == "tagged"
+        assert memory._ops.models.languages.get().query_analyzer() is not None
         hits = memory.search("network trouble in NYC", user_id="u1", limit=10)
     assert DELI in {h.text for h in hits}
 
