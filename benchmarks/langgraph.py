@@ -5,10 +5,13 @@
                                    [--json PATH]
 
 Both stores run on the same server, each in its own scratch database (``PostgresStore`` set up
-by its ``setup()``, pgmem's schema by ``pgmem.migrate``), with the same all-MiniLM-L6-v2
-weights: ``PostgresStore`` through ``index={"dims": 384, "embed": PgmemEmbeddings(embedder),
-"fields": ["text"]}`` (pgmem's embedder as a LangChain ``Embeddings``), ``PgmemStore`` with
-``index={"dims": 384, "fields": ["text"]}`` on that embedder. The items are the LoCoMo dev turns
+by its ``setup()``, pgmem's schema by ``pgmem.migrate``), with the same embedder: pgmem's
+default (all-MiniLM-L6-v2 on the backend ``pgmem.embedding.make_embedder`` picks: ONNX Runtime
+where the ``onnx`` extra is installed). ``PostgresStore`` gets it through ``index={"dims": 384,
+"embed": PgmemEmbeddings(embedder), "fields": ["text"]}`` (pgmem's embedder as a LangChain
+``Embeddings``), ``PgmemStore`` with ``index={"dims": 384, "fields": ["text"]}`` and every
+other setting at its default (its query analysis, spaCy in a process of its own where it
+runs so). The items are the LoCoMo dev turns
 (:mod:`benchmarks.dialogues`, task ``turns``) as ``{"text": turn}``, one namespace per
 conversation (``("locomo", <conversation>)``), keyed by their place in it; the queries are that
 task's questions, each a ``search(namespace, query=question, limit=10)``.
@@ -42,8 +45,9 @@ from langgraph.store.base import BaseStore, PutOp
 from langgraph.store.postgres import PostgresStore
 
 import pgmem
+import pgmem.embedding
 from benchmarks import corpus, dialogues, report
-from benchmarks.database import scratch_database
+from benchmarks.database import scratch_database, server_dsn
 from benchmarks.metrics import Scores, mean_scores, score_question
 from pgmem.langgraph import PgmemEmbeddings, PgmemStore
 
@@ -170,7 +174,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the comparison; print its table and write the ``langgraph`` section of the docs."""
     args = parse_args(argv)
-    dsn, embedder, analyzer = corpus.start(args)
+    corpus.limit_torch_threads(args.torch_threads)
+    dsn, embedder = server_dsn(args.dsn), pgmem.embedding.make_embedder()
     raw = dialogues.load_conversations(args.data, args.conversations)
     conversations = dialogues.task_conversations(raw, "turns")
     pid = os.getpid()
@@ -186,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ))
         postgres_store.setup()
         pgmem_store = stack.enter_context(PgmemStore(
-            ours, index=index, embedder=embedder, nlp=analyzer,  # type: ignore[arg-type]
+            ours, index=index, embedder=embedder,  # type: ignore[arg-type]
         ))
         stores: dict[str, BaseStore] = {"PgmemStore": pgmem_store, "PostgresStore": postgres_store}
         corpus.progress("warming up")
