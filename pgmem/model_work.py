@@ -266,10 +266,13 @@ class ModelWork:
         return awaits(self.embedder)
 
     async def aclose(self) -> None:
-        """Close what the embedder opened for awaiting (its ``aclose``, if it has one)."""
-        close = getattr(self.embedder, "aclose", None)
-        if callable(close):
-            await close()
+        """Close the async client an
+        :class:`~pgmem.providers.openai_endpoint.OpenAIEmbedder` made for itself (one passed
+        to it stays open; any other embedder is the caller's, left as it is)."""
+        from pgmem.providers.openai_endpoint import OpenAIEmbedder  # imported when needed
+
+        if isinstance(self.embedder, OpenAIEmbedder):
+            await self.embedder.aclose()
 
     async def aembedded_beside(
         self,
