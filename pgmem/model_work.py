@@ -6,8 +6,10 @@ thread a query embeds in while spaCy analyses it, and the limit on calls running
 once. It is built from :class:`~pgmem.settings.Settings` and the objects a caller passes, the
 same way for :class:`pgmem.Memory`, :class:`pgmem.AsyncMemory`, the ``pgmem`` command and its
 background server; :meth:`ModelWork.close` lets go of the thread and of the spaCy processes it
-started (a later call makes them again). :mod:`pgmem.operations` decides when model work runs;
-this module how.
+started (a later call makes them again). For an embedder with an async client
+(:func:`~pgmem.embedding.awaits`), ``AsyncMemory`` awaits the ``a``-twins of the methods that
+embed (:meth:`ModelWork.aembedded_beside`). :mod:`pgmem.operations` decides when model work
+runs; this module how.
 """
 
 from __future__ import annotations

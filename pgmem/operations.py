@@ -2,10 +2,11 @@
 
 Each call of :class:`Operations` is a generator: it checks its arguments, then yields the work
 to do — :class:`Compute` (model work, run directly by ``Memory`` and in a worker thread by
-``AsyncMemory``) and :class:`Transaction` (the statements of one transaction, built by the
-``*_steps`` functions from :class:`~pgmem.store.Store`) — and returns the call's result. The
-facades only run what is yielded, so the two cannot drift. The pure builders the calls use live
-in :mod:`pgmem.builders`; the model work a :class:`Compute` runs, in
+``AsyncMemory``, which awaits its async twin instead when the embedder has an async client)
+and :class:`Transaction` (the statements of one transaction, built by the ``*_steps``
+functions from :class:`~pgmem.store.Store`) — and returns the call's result. The facades only
+run what is yielded, so the two cannot drift. The pure builders the calls use live in
+:mod:`pgmem.builders`; the model work a :class:`Compute` runs, in
 :class:`pgmem.model_work.ModelWork`; the configuration, in :class:`pgmem.settings.Settings`.
 """
 
