@@ -3,7 +3,9 @@
 Both facades run the same calls, :class:`pgmem.operations.Operations`; this one awaits the
 database (psycopg's ``AsyncConnection`` / ``AsyncConnectionPool``) and runs the CPU-bound model
 work -- lemmatizing, embedding, reranking -- in worker threads (``asyncio.to_thread``), so the
-event loop keeps serving while texts are embedded.
+event loop keeps serving while texts are embedded. An embedder with an async client
+(:func:`pgmem.embedding.awaits`: a remote one) is awaited instead, its network wait holding no
+thread; spaCy's analysis still runs in a worker thread meanwhile.
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ async def run_async(
                 return value
             started = time.perf_counter()
             if isinstance(effect, effects.Compute):
-                result = await asyncio.to_thread(effect.run)
+                result = await (
+                    effect.arun() if effect.arun is not None else asyncio.to_thread(effect.run)
+                )
                 if trace is not None:
                     trace.leg("model", started)
                 continue
@@ -205,13 +209,15 @@ class AsyncMemory(operations.Configured):
 
     async def close(self) -> None:
         """Close pgmem's own connection pool, shut down the thread a query embeds in beside its
-        analysis, and stop the spaCy process of an analyzer pgmem made (see
-        :mod:`pgmem.nlp_process`). What was passed in as ``db`` or ``nlp`` stays open. As
-        :meth:`pgmem.Memory.close`, a later call opens them again."""
+        analysis, close the async client an embedder made (``OpenAIEmbedder``'s), and stop the
+        spaCy process of an analyzer pgmem made (see :mod:`pgmem.nlp_process`). What was passed
+        in as ``db`` or ``nlp`` stays open. As :meth:`pgmem.Memory.close`, a later call opens
+        them again."""
         await self._connector.close()
         if self._reads.replica is not None:
             await self._reads.replica.close()
         await asyncio.to_thread(self._ops.models.close)
+        await self._ops.models.aclose()
 
     async def __aenter__(self) -> Self:
         return self

@@ -1,16 +1,16 @@
 """What a call yields: the effects :class:`~pgmem.operations.Operations` asks its facade to run.
 
 A call of ``Memory`` or ``AsyncMemory`` is written once as a generator (an :data:`Operation`)
-that yields :class:`Compute` (model work, run directly by ``Memory`` and in a worker thread by
-``AsyncMemory``), :class:`Transaction` (the statements of one transaction, as :data:`Steps`) and
-:class:`Batch` (read-only statements sent together), receives each one's result, and returns the
-call's. The facades only run what is yielded, so the two cannot drift.
-"""
+that yields :class:`Compute` (model work, run directly by ``Memory``; ``AsyncMemory`` awaits
+its ``arun`` where it has one, else runs it in a worker thread), :class:`Transaction` (the
+statements of one transaction, as :data:`Steps`) and :class:`Batch` (read-only statements sent
+together), receives each one's result, and returns the call's. The facades only run what is
+yielded, so the two cannot drift."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -28,10 +28,13 @@ Steps = Generator[Statement[Any], Any, T]
 
 @dataclass(frozen=True)
 class Compute(Generic[T]):
-    """Model work (NLP, embedding, reranking), CPU-bound: ``Memory`` calls ``run`` directly,
-    ``AsyncMemory`` in a worker thread. It runs outside any transaction."""
+    """Model work (NLP, embedding, reranking), outside any transaction: ``Memory`` calls
+    ``run``; ``AsyncMemory`` awaits ``arun()`` when there is one (the same work, awaiting an
+    embedder's async client instead of holding a thread for its network wait), else calls
+    ``run`` in a worker thread."""
 
     run: Callable[[], T]
+    arun: Callable[[], Awaitable[T]] | None = None
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,11 @@ def stream(
     yield Stream(head, start, rows, take, itersize)
 
 
-def compute(run: Callable[[], T]) -> Operation[T]:
+def compute(
+    run: Callable[[], T], arun: Callable[[], Awaitable[T]] | None = None
+) -> Operation[T]:
     """Yield a :class:`Compute`; its result."""
-    result: T = yield Compute(run)
+    result: T = yield Compute(run, arun)
     return result
 
 

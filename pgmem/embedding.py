@@ -4,7 +4,10 @@ An embedder has ``embed_query(texts)`` and ``embed_documents(texts)`` (each ``->
 dim)``): pgmem embeds search queries with the first and memories' texts and entity names with
 the second (:data:`QUERY`, :data:`DOCUMENT`; models such as e5 or bge embed a query
 differently from a passage). An object with only ``embed(texts)`` is one too: both kinds call
-it (:func:`embed_kind`). docs/embedders.md lists the providers (``pgmem.providers``).
+it (:func:`embed_kind`). An embedder may also have ``aembed_query`` and ``aembed_documents``
+coroutines (:func:`awaits`: a remote one's async client), which ``AsyncMemory`` awaits instead
+of holding a worker thread (:func:`aembed_kind`). docs/embedders.md lists the providers
+(``pgmem.providers``).
 
 The default is all-MiniLM-L6-v2 (384 dimensions). Its weights come from
 ``PGMEM_EMBEDDING_MODEL`` (a local path or a model name), else from the Hugging Face hub's cache
@@ -21,6 +24,7 @@ when onnxruntime is installed (the ``onnx`` extra), else ``"torch"``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -30,7 +34,7 @@ import tempfile
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -90,6 +94,20 @@ def embed_kind(embedder: Any, texts: Sequence[str], kind: str = DOCUMENT) -> Any
     if not callable(method):
         method = embedder.embed
     return method(list(texts))
+
+
+def awaits(embedder: Any) -> bool:
+    """Whether ``embedder`` has the async methods ``aembed_query`` and ``aembed_documents``
+    (coroutines of the same shapes as ``embed_query`` and ``embed_documents``), which
+    ``AsyncMemory`` awaits (:func:`aembed_kind`)."""
+    return all(callable(getattr(embedder, m, None)) for m in ("aembed_query", "aembed_documents"))
+
+
+async def aembed_kind(embedder: Any, texts: Sequence[str], kind: str = DOCUMENT) -> Any:
+    """``texts`` embedded as ``kind`` by an embedder that :func:`awaits`: its
+    ``aembed_query`` or ``aembed_documents``, awaited."""
+    method = embedder.aembed_query if kind == QUERY else embedder.aembed_documents
+    return await method(list(texts))
 
 
 def is_embedder(candidate: Any) -> bool:
@@ -554,8 +572,8 @@ def checked_embeddings(
     embedder: Any, texts: Sequence[str], dim: int, *, apart: bool = False, kind: str = DOCUMENT
 ) -> npt.NDArray[np.float32]:
     """Embed ``texts`` as ``kind`` (:func:`embed_kind`; with :func:`embed_apart` if ``apart``:
-    spaCy analyses in another process meanwhile) and check the result: one finite, non-zero
-    ``dim``-vector per text.
+    spaCy analyses in another process meanwhile) and check the result
+    (:func:`checked_vectors`).
 
     Raises:
         DimensionMismatchError: the vectors have another dimension than the schema's.
@@ -564,23 +582,54 @@ def checked_embeddings(
     """
     if not texts:
         return np.zeros((0, dim), dtype=np.float32)
-    try:
+    with _embedder_failures():
         output = (
             embed_apart(embedder, list(texts), kind) if apart
             else embed_kind(embedder, texts, kind)
         )
+    return checked_vectors(output, len(texts), dim)
+
+
+async def achecked_embeddings(
+    embedder: Any, texts: Sequence[str], dim: int, *, kind: str = DOCUMENT
+) -> npt.NDArray[np.float32]:
+    """:func:`checked_embeddings` by an embedder that :func:`awaits`, awaited
+    (:func:`aembed_kind`); raises as it does."""
+    if not texts:
+        return np.zeros((0, dim), dtype=np.float32)
+    with _embedder_failures():
+        output = await aembed_kind(embedder, texts, kind)
+    return checked_vectors(output, len(texts), dim)
+
+
+@contextlib.contextmanager
+def _embedder_failures() -> Iterator[None]:
+    """An embedder's exception as an EmbeddingError (a PgmemError as it is)."""
+    try:
+        yield
     except PgmemError:
         raise
     except Exception as exc:  # a model's failure is the caller's to catch as a PgmemError
         raise EmbeddingError(f"the embedder failed: {type(exc).__name__}: {exc}") from exc
+
+
+def checked_vectors(output: Any, count: int, dim: int) -> npt.NDArray[np.float32]:
+    """An embedder's ``output`` for ``count`` texts as a float32 matrix, checked: one finite,
+    non-zero ``dim``-vector per text.
+
+    Raises:
+        DimensionMismatchError: the vectors have another dimension than the schema's.
+        EmbeddingError: not a matrix, a wrong row count, NaN or infinite values, or a zero
+            vector.
+    """
     try:
         vectors = np.asarray(output, dtype=np.float32)
     except (TypeError, ValueError, OverflowError) as exc:
         raise EmbeddingError(
             f"the embedder returned something that is not a matrix: {exc}") from exc
-    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+    if vectors.ndim != 2 or vectors.shape[0] != count:
         raise EmbeddingError(
-            f"the embedder returned shape {vectors.shape} for {len(texts)} texts"
+            f"the embedder returned shape {vectors.shape} for {count} texts"
         )
     if vectors.shape[1] != dim:
         raise DimensionMismatchError(
@@ -635,9 +684,36 @@ def cached_embeddings(
     """The vectors of ``texts`` then of ``names``, checked as by :func:`checked_embeddings`:
     ``names`` (short texts that recur) come from ``cache`` when it has them; the texts and the
     other names are embedded in one call, and those names cached."""
-    found = {name: cache.get(name) for name in dict.fromkeys(names)}
-    missing = [name for name, vector in found.items() if vector is None]
+    found, missing = _cached(names, cache)
     vectors = checked_embeddings(embedder, [*texts, *missing], dim)
+    return _merged(texts, names, dim, cache, found, missing, vectors)
+
+
+async def acached_embeddings(
+    embedder: Any, texts: Sequence[str], names: Sequence[str], dim: int, cache: VectorCache
+) -> npt.NDArray[np.float32]:
+    """:func:`cached_embeddings` by an embedder that :func:`awaits`, awaited."""
+    found, missing = _cached(names, cache)
+    vectors = await achecked_embeddings(embedder, [*texts, *missing], dim)
+    return _merged(texts, names, dim, cache, found, missing, vectors)
+
+
+def _cached(
+    names: Sequence[str], cache: VectorCache
+) -> tuple[dict[str, npt.NDArray[np.float32] | None], list[str]]:
+    """The distinct ``names`` with their cached vectors (None: not cached), and those not
+    cached."""
+    found = {name: cache.get(name) for name in dict.fromkeys(names)}
+    return found, [name for name, vector in found.items() if vector is None]
+
+
+def _merged(
+    texts: Sequence[str], names: Sequence[str], dim: int, cache: VectorCache,
+    found: dict[str, npt.NDArray[np.float32] | None], missing: list[str],
+    vectors: npt.NDArray[np.float32],
+) -> npt.NDArray[np.float32]:
+    """The rows of ``texts`` then of ``names`` from ``vectors`` (of the texts then of the
+    ``missing`` names, which are cached) and the cached names' vectors."""
     for name, vector in zip(missing, vectors[len(texts) :]):
         found[name] = vector
         cache.put(name, vector)

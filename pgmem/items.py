@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 
 from pgmem import validate
 from pgmem.builders import SearchRequest, delete_params
-from pgmem.effects import Operation, Steps, compute, result_of, transaction
+from pgmem.effects import Operation, Steps, result_of, transaction
 from pgmem.errors import FilterError, FilterLimitError, InvalidInputError
 from pgmem.filters import check_filter_size
 from pgmem.operations import Operations
@@ -437,8 +437,9 @@ class Items:
                 )
                 for put in puts
             ]
-            params = yield from compute(
-                functools.partial(self.ops._batch_params, items, space.dim, False, text_search)
+            params = yield from self.ops._model_work(
+                self.ops._batch_params, self.ops._abatch_params, items, space.dim, False,
+                text_search,
             )
         keys = {
             "tenant": self.tenant,

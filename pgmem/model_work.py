@@ -6,12 +6,15 @@ thread a query embeds in while spaCy analyses it, and the limit on calls running
 once. It is built from :class:`~pgmem.settings.Settings` and the objects a caller passes, the
 same way for :class:`pgmem.Memory`, :class:`pgmem.AsyncMemory`, the ``pgmem`` command and its
 background server; :meth:`ModelWork.close` lets go of the thread and of the spaCy processes it
-started (a later call makes them again). :mod:`pgmem.operations` decides when model work runs;
-this module how.
+started (a later call makes them again). For an embedder with an async client
+(:func:`~pgmem.embedding.awaits`), ``AsyncMemory`` awaits the ``a``-twins of the methods that
+embed (:meth:`ModelWork.aembedded_beside`). :mod:`pgmem.operations` decides when model work
+runs; this module how.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import functools
@@ -28,6 +31,9 @@ from pgmem.embedding import (
     DOCUMENT,
     QUERY,
     VectorCache,
+    acached_embeddings,
+    achecked_embeddings,
+    awaits,
     cached_embeddings,
     checked_embeddings,
     embeds_beside_analysis,
@@ -93,6 +99,34 @@ def _one_later(text_search: TextSearch, text: str) -> Callable[[], Callable[[], 
 def _query_names(analysis: Analysis) -> list[str]:
     """The surface forms of the query's entities the entity leg embeds."""
     return [entity.surface for entity in query_entities(analysis)]
+
+
+def _entity_names(analysis: Analysis) -> list[str]:
+    """The surface forms of the entities a memory's text names."""
+    return [entity.surface for entity in analysis.entities]
+
+
+def _batch_later(
+    text_search: TextSearch, texts: Sequence[str]
+) -> Callable[[], Callable[[], tuple[list[Analysis], BatchEntities]]]:
+    """``later`` for :meth:`ModelWork.embedded_beside` of a batch's analyses and entities."""
+
+    def later() -> Callable[[], tuple[list[Analysis], BatchEntities]]:
+        wait = text_search.analyze_many_later(list(texts))
+
+        def analyzed() -> tuple[list[Analysis], BatchEntities]:
+            analyses = wait()
+            return analyses, batch_entities(analyses)
+
+        return analyzed
+
+    return later
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a task's exception as seen (a task left running when its caller was cancelled)."""
+    if not task.cancelled():
+        task.exception()
 
 
 class ModelWork:
@@ -226,15 +260,72 @@ class ModelWork:
         )
         return analysis, np.concatenate([text_vectors, name_vectors])
 
+    @property
+    def awaits(self) -> bool:
+        """Whether the embedder has an async client ``AsyncMemory`` awaits
+        (:func:`~pgmem.embedding.awaits`): then the ``a``-twins of :meth:`analyze`,
+        :meth:`query_vectors` and :meth:`analyze_batch` serve it."""
+        return awaits(self.embedder)
+
+    async def aclose(self) -> None:
+        """Close the async client an
+        :class:`~pgmem.providers.openai_endpoint.OpenAIEmbedder` made for itself (one passed
+        to it stays open; any other embedder is the caller's, left as it is)."""
+        from pgmem.providers.openai_endpoint import OpenAIEmbedder  # imported when needed
+
+        if isinstance(self.embedder, OpenAIEmbedder):
+            await self.embedder.aclose()
+
+    async def aembedded_beside(
+        self,
+        texts: Sequence[str],
+        dim: int,
+        later: Callable[[], Callable[[], T]],
+        names: Callable[[T], Sequence[str]],
+        *,
+        kind: str = DOCUMENT,
+    ) -> tuple[T, Vectors]:
+        """:meth:`embedded_beside` for an embedder that awaits: the analysis (``later()()``)
+        runs in a worker thread, in a turn of model work, while ``texts`` embed by awaiting the
+        embedder's client; then the entity ``names(analysis)`` embed (awaited; the cache's
+        are not). When the texts' embedding fails, the analysis is waited for (the analyzer
+        free again) before the error is raised; when the caller is cancelled, it ends in its
+        thread on its own, and its turn with it."""
+
+        def analyze() -> T:
+            with self.turn():
+                return later()()
+
+        analysis = asyncio.ensure_future(asyncio.to_thread(analyze))
+        analysis.add_done_callback(_retrieved)
+        try:
+            text_vectors = await achecked_embeddings(self.embedder, texts, dim, kind=kind)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await analysis
+            raise
+        found = await analysis
+        name_vectors = await acached_embeddings(
+            self.embedder, [], names(found), dim, self._entity_vectors
+        )
+        return found, np.concatenate([text_vectors, name_vectors])
+
     def analyze(self, text: str, dim: int, text_search: TextSearch) -> tuple[Analysis, Vectors]:
         """A memory's new text's analysis, and the vectors of the text and of every entity it
         names."""
         with self.turn():
             return self.embedded_beside(
-                [text], dim, _one_later(text_search, text),
-                lambda analysis: [entity.surface for entity in analysis.entities],
+                [text], dim, _one_later(text_search, text), _entity_names,
                 apart=text_search.runs_apart,
             )
+
+    async def aanalyze(
+        self, text: str, dim: int, text_search: TextSearch
+    ) -> tuple[Analysis, Vectors]:
+        """:meth:`analyze`, awaiting the embedder (:meth:`aembedded_beside`)."""
+        return await self.aembedded_beside(
+            [text], dim, _one_later(text_search, text), _entity_names
+        )
 
     def query_vectors(
         self, query: str, dim: int, text_search: TextSearch
@@ -260,6 +351,29 @@ class ModelWork:
                 apart=text_search.runs_apart, kind=QUERY,
             )
 
+    async def aquery_vectors(
+        self, query: str, dim: int, text_search: TextSearch
+    ) -> tuple[Analysis, Vectors]:
+        """:meth:`query_vectors`, awaiting the embedder (:meth:`aembedded_beside`): the query
+        embeds while it is analysed (the lookup analyzer's too, in the worker thread, which
+        may load its table), then the entity leg's names (none with ``lookup``)."""
+
+        def later() -> Callable[[], tuple[Analysis, list[str]]]:
+            lookup = text_search.query_analyzer()
+            if lookup is None:
+                wait = _one_later(text_search, query)()
+            elif not lookup.tagged:
+                analysis = lookup.analyze(query)
+                return lambda: (analysis, [])
+            else:
+                wait = text_search.analyze_tagged_later(query)
+            return lambda: (found := wait(), _query_names(found))
+
+        (analysis, _), vectors = await self.aembedded_beside(
+            [query], dim, later, lambda found: found[1], kind=QUERY
+        )
+        return analysis, vectors
+
     def analyze_batch(
         self, texts: Sequence[str], to_embed: Sequence[str], dim: int, text_search: TextSearch
     ) -> tuple[list[Analysis], BatchEntities, Vectors]:
@@ -267,16 +381,7 @@ class ModelWork:
         vectors: of ``to_embed`` then of the entity names not embedded before (a cache keeps
         the names' vectors). One memory's text embeds during its analysis instead, where the
         embedder gains from that (:func:`~pgmem.embedding.embeds_beside_analysis`)."""
-
-        def later() -> Callable[[], tuple[list[Analysis], BatchEntities]]:
-            wait = text_search.analyze_many_later(list(texts))
-
-            def analyzed() -> tuple[list[Analysis], BatchEntities]:
-                analyses = wait()
-                return analyses, batch_entities(analyses)
-
-            return analyzed
-
+        later = _batch_later(text_search, texts)
         with self.turn():
             if embeds_beside_analysis(self.embedder) and (
                 text_search.runs_apart or len(to_embed) == 1 == len(texts)
@@ -292,6 +397,16 @@ class ModelWork:
                 vectors = cached_embeddings(
                     self.embedder, to_embed, entities.surfaces, dim, self._entity_vectors
                 )
+        return analyses, entities, vectors
+
+    async def aanalyze_batch(
+        self, texts: Sequence[str], to_embed: Sequence[str], dim: int, text_search: TextSearch
+    ) -> tuple[list[Analysis], BatchEntities, Vectors]:
+        """:meth:`analyze_batch`, awaiting the embedder: ``to_embed`` embeds while the batch
+        is analysed, then the new entity names (:meth:`aembedded_beside`)."""
+        (analyses, entities), vectors = await self.aembedded_beside(
+            to_embed, dim, _batch_later(text_search, texts), lambda found: found[1].surfaces
+        )
         return analyses, entities, vectors
 
     def rerank(

@@ -2,10 +2,11 @@
 
 Each call of :class:`Operations` is a generator: it checks its arguments, then yields the work
 to do — :class:`Compute` (model work, run directly by ``Memory`` and in a worker thread by
-``AsyncMemory``) and :class:`Transaction` (the statements of one transaction, built by the
-``*_steps`` functions from :class:`~pgmem.store.Store`) — and returns the call's result. The
-facades only run what is yielded, so the two cannot drift. The pure builders the calls use live
-in :mod:`pgmem.builders`; the model work a :class:`Compute` runs, in
+``AsyncMemory``, which awaits its async twin instead when the embedder has an async client)
+and :class:`Transaction` (the statements of one transaction, built by the ``*_steps``
+functions from :class:`~pgmem.store.Store`) — and returns the call's result. The facades only
+run what is yielded, so the two cannot drift. The pure builders the calls use live in
+:mod:`pgmem.builders`; the model work a :class:`Compute` runs, in
 :class:`pgmem.model_work.ModelWork`; the configuration, in :class:`pgmem.settings.Settings`.
 """
 
@@ -15,8 +16,8 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from pgmem import exporting, scoring, validate
 from pgmem.builders import (
@@ -89,6 +90,7 @@ from pgmem.store import Row, Store
 from pgmem.validate import NewMemory, ScopeId
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def _scope_key(request: SearchRequest) -> Hashable:
@@ -214,8 +216,8 @@ class Operations:
             text_search = yield from self._text_search(ts_config)
             space = yield from self._checked_space()
             vectors_of = (space, self.embedder_name)
-            analysis, vectors = yield from compute(
-                functools.partial(self.models.analyze, new_text, space.dim, text_search)
+            analysis, vectors = yield from self._model_work(
+                self.models.analyze, self.models.aanalyze, new_text, space.dim, text_search
             )
             params = update_params(
                 self.tenant, checked_id, text=new_text, analysis=analysis, vectors=vectors,
@@ -520,8 +522,8 @@ class Operations:
     ) -> Operation[list[AddResult]]:
         space = yield from self._checked_space()
         vectors_of = (space, self.embedder_name)
-        params = yield from compute(
-            functools.partial(self._batch_params, items, space.dim, dedupe, text_search)
+        params = yield from self._model_work(
+            self._batch_params, self._abatch_params, items, space.dim, dedupe, text_search
         )
         nexts = yield from self._next_vectors(space, params["texts"], params["entity_names"])
         # Pipeline mode: the locks and the insert travel in one round trip.
@@ -548,20 +550,37 @@ class Operations:
             functools.partial(self.models.next_vectors, space.next, texts, names)
         ))
 
+    def _model_work(
+        self, run: Callable[P, T], arun: Callable[P, Awaitable[T]], *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Operation[T]:
+        """Yield the model work ``run(*args, **kwargs)`` as a :class:`Compute`, with
+        ``arun``, its async twin, when the embedder awaits (:attr:`ModelWork.awaits`); its
+        result."""
+        return (yield from compute(
+            functools.partial(run, *args, **kwargs),
+            functools.partial(arun, *args, **kwargs) if self.models.awaits else None,
+        ))
+
     def _batch_params(
         self, items: Sequence[NewMemory], dim: int, dedupe: bool, text_search: TextSearch
     ) -> Row:
         """A batch's insert: its analyses and vectors (:meth:`ModelWork.analyze_batch`; the
         items that bring their embedding are not embedded again)."""
-        for item in items:
-            if item.embedding is not None and item.embedding.shape[0] != dim:
-                raise DimensionMismatchError(
-                    f"an item brings a {item.embedding.shape[0]}-dimensional embedding but the "
-                    f"schema stores {dim}-dimensional ones"
-                )
-        analyses, entities, vectors = self.models.analyze_batch(
-            [item.text for item in items], [item.text for item in items if item.embedding is None],
-            dim, text_search,
+        texts, to_embed = _batch_texts(items, dim)
+        analyses, entities, vectors = self.models.analyze_batch(texts, to_embed, dim, text_search)
+        return insert_params(
+            self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
+            text_search=text_search,
+        )
+
+    async def _abatch_params(
+        self, items: Sequence[NewMemory], dim: int, dedupe: bool, text_search: TextSearch
+    ) -> Row:
+        """:meth:`_batch_params`, awaiting the embedder (:meth:`ModelWork.aanalyze_batch`)."""
+        texts, to_embed = _batch_texts(items, dim)
+        analyses, entities, vectors = await self.models.aanalyze_batch(
+            texts, to_embed, dim, text_search
         )
         return insert_params(
             self.tenant, items, analyses, entities, vectors, dedupe=dedupe,
@@ -576,8 +595,9 @@ class Operations:
         Memory's)."""
         text_search = yield from self._text_search(ts_config)
         dim = yield from self._dimension()
-        analysis, vectors = yield from compute(
-            functools.partial(self.models.query_vectors, request.query, dim, text_search)
+        analysis, vectors = yield from self._model_work(
+            self.models.query_vectors, self.models.aquery_vectors, request.query, dim,
+            text_search,
         )
         return SearchInputs(request, analysis, vectors, self.keyword_score, text_search)
 
@@ -738,3 +758,18 @@ class Configured:
     def reranker(self) -> Reranker | None:
         """The reranker used when ``rerank=True``, if any."""
         return self._ops.models.reranker
+
+
+def _batch_texts(items: Sequence[NewMemory], dim: int) -> tuple[list[str], list[str]]:
+    """A batch's texts, and those to embed (the items that bring no embedding).
+
+    Raises:
+        DimensionMismatchError: an item brings an embedding of another dimension than ``dim``.
+    """
+    for item in items:
+        if item.embedding is not None and item.embedding.shape[0] != dim:
+            raise DimensionMismatchError(
+                f"an item brings a {item.embedding.shape[0]}-dimensional embedding but the "
+                f"schema stores {dim}-dimensional ones"
+            )
+    return [item.text for item in items], [item.text for item in items if item.embedding is None]

@@ -110,6 +110,8 @@ class FaultProxy:
     ``"stall"``, ``"reset"`` -- then, when none is left, the server's own answer (``"pass"``).
     ``always``: a fault every request meets once ``faults`` is empty (None: pass).
     ``requests``: how many requests came in; ``passed``: how many reached the server.
+    :meth:`gate` holds passing requests until enough are in; ``most_held`` says how many were
+    held at once at most.
     """
 
     def __init__(self, upstream: tuple[str, int]) -> None:
@@ -120,6 +122,9 @@ class FaultProxy:
         self.passed = 0
         self.bodies: list[bytes] = []
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._gate: tuple[int, float] | None = None
+        self.held = self.most_held = 0
         self._stop = threading.Event()
         proxy = self
 
@@ -147,6 +152,15 @@ class FaultProxy:
             self.always = always
             self.requests = self.passed = 0
             self.bodies = []
+            self._gate = None
+            self.held = self.most_held = 0
+
+    def gate(self, count: int, limit: float) -> None:
+        """Hold each request that passes until ``count`` requests have come in since (or for
+        at most ``limit`` seconds), then forward it; counts reset."""
+        self.queue()
+        with self._lock:
+            self._gate = (count, limit)
 
     def close(self) -> None:
         self._stop.set()
@@ -158,6 +172,7 @@ class FaultProxy:
         with self._lock:
             self.requests += 1
             self.bodies.append(body)
+            self._arrived.notify_all()
             return self.faults.popleft() if self.faults else (self.always or "pass")
 
     def _handle(self, handler: socketserver.StreamRequestHandler) -> None:
@@ -179,7 +194,19 @@ class FaultProxy:
             handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                           struct.pack("ii", 1, 0))
         else:
+            self._held()
             self._forward(handler, method, path, headers, body)
+
+    def _held(self) -> None:
+        """Wait at the gate, if there is one (see :meth:`gate`)."""
+        with self._lock:
+            if self._gate is None:
+                return
+            count, limit = self._gate
+            self.held += 1
+            self.most_held = max(self.most_held, self.held)
+            self._arrived.wait_for(lambda: self.requests >= count, timeout=limit)
+            self.held -= 1
 
     def _forward(self, handler: socketserver.StreamRequestHandler, method: str, path: str,
                  headers: dict[str, str], body: bytes) -> None:

@@ -10,10 +10,16 @@ fails in the end is an :class:`~pgmem.errors.EmbeddingError`, raised before any 
 the call runs (pgmem embeds a write's texts before its transaction), so nothing is written --
 an ``add_many`` is stored whole or not at all. A query's vector is kept in a small LRU cache,
 so a repeated query skips the network.
+
+``aembed_query`` and ``aembed_documents`` do the same through the async client
+(``AsyncOpenAI``, made on first use in each event loop), so ``AsyncMemory`` awaits the network
+instead of holding a worker thread for it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import random
 import time
 from collections.abc import Sequence
@@ -77,7 +83,11 @@ class OpenAIEmbedder:
     request's most texts and estimated tokens. ``query_cache``: queries whose vectors are kept
     (0: none). ``name``: the name the vectors are recorded under (default
     ``openai:<model>``, with ``@<dimensions>`` when asked). ``client``: an ``openai.OpenAI``
-    (or ``AzureOpenAI``) of the caller's, used as it is.
+    (or ``AzureOpenAI``) of the caller's, used as it is; ``async_client``: an
+    ``openai.AsyncOpenAI`` (or ``AsyncAzureOpenAI``) of the caller's, used as it is by
+    ``aembed_query`` and ``aembed_documents`` (else they make one like ``client``, on first
+    use in each event loop, which :meth:`aclose` closes; with a ``client`` of the caller's and
+    no ``async_client`` they run the sync methods in a worker thread).
     """
 
     def __init__(
@@ -97,6 +107,7 @@ class OpenAIEmbedder:
         query_cache: int = QUERY_CACHE,
         name: str | None = None,
         client: Any = None,
+        async_client: Any = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(f"the embedding model must be a name, got {model!r}")
@@ -126,6 +137,10 @@ class OpenAIEmbedder:
         self.name = name or f"openai:{model}" + (f"@{dimensions}" if dimensions else "")
         self._queries = VectorCache(query_cache)
         self._client = client if client is not None else _client(base_url, api_key, azure)
+        self._async_client = async_client
+        # how to make the async client, when neither it nor the sync one was passed in
+        self._endpoint = None if client is not None else (base_url, api_key, azure)
+        self._made: tuple[asyncio.AbstractEventLoop, Any] | None = None
 
     @property
     def client(self) -> Any:
@@ -144,15 +159,8 @@ class OpenAIEmbedder:
             EmbeddingError: the endpoint failed, after retries within ``retry_seconds``.
         """
         texts = list(texts)
-        cached = [self._queries.get(text) for text in texts]
-        missing = [i for i, vector in enumerate(cached) if vector is None]
-        fresh = self._embedded([texts[i] for i in missing], 0)
-        for k, i in enumerate(missing):
-            cached[i] = fresh[k]
-            self._queries.put(texts[i], fresh[k])
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([vector for vector in cached if vector is not None])
+        cached, missing = self._cached_queries(texts)
+        return self._with_queries(texts, cached, missing, self._embedded(missing, 0))
 
     def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """The vectors of stored texts (memories, entity names), one row each.
@@ -164,27 +172,110 @@ class OpenAIEmbedder:
 
     embed = embed_documents  # an embedder of the plain protocol too
 
+    async def aembed_query(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """:meth:`embed_query` through the async client, awaited."""
+        texts = list(texts)
+        cached, missing = self._cached_queries(texts)
+        return self._with_queries(texts, cached, missing, await self._aembedded(missing, 0))
+
+    async def aembed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """:meth:`embed_documents` through the async client, awaited."""
+        return await self._aembedded(list(texts), 1)
+
+    async def aclose(self) -> None:
+        """Close the async client made here (not one passed in); the next call makes another."""
+        made, self._made = self._made, None
+        if made is not None and made[0] is asyncio.get_running_loop():
+            await made[1].close()
+
+    def _async(self) -> Any:
+        """The async client of the running event loop: the caller's, else one made here for
+        this loop (the same endpoint as the sync client's); None when neither can be."""
+        if self._async_client is not None:
+            return self._async_client
+        if self._endpoint is None:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._made is None or self._made[0] is not loop:
+            self._made = (loop, _client(*self._endpoint, asynchronous=True))
+        return self._made[1]
+
+    def _cached_queries(
+        self, texts: list[str]
+    ) -> tuple[list[npt.NDArray[np.float32] | None], list[str]]:
+        """The cached vector of each query (None: not cached), and the queries to embed."""
+        cached = [self._queries.get(text) for text in texts]
+        return cached, [text for text, vector in zip(texts, cached) if vector is None]
+
+    def _with_queries(
+        self, texts: list[str], cached: list[npt.NDArray[np.float32] | None],
+        missing: list[str], fresh: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]:
+        """The queries' vectors: the cached ones, and the ``fresh`` ones of ``missing``
+        (cached now)."""
+        vectors = iter(fresh)
+        for i, vector in enumerate(cached):
+            if vector is None:
+                vector = cached[i] = next(vectors)
+                self._queries.put(texts[i], vector)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([vector for vector in cached if vector is not None])
+
     def _embedded(self, texts: list[str], kind: int) -> npt.NDArray[np.float32]:
         """``texts`` embedded as a query (``kind`` 0) or documents (1), batch by batch; every
         batch or none."""
         if not texts:
             return np.zeros((0, self.dimensions or 0), dtype=np.float32)
         started = time.monotonic()
-        parts = [
+        return _unit([
             self._request([texts[i] for i in batch], kind, started)
             for batch in token_batches(texts, self.batch_size, self.batch_tokens)
-        ]
-        vectors = np.concatenate(parts)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        unit: npt.NDArray[np.float32] = np.divide(
-            vectors, norms, out=np.zeros_like(vectors), where=norms > 0
-        )
-        return unit
+        ])
+
+    async def _aembedded(self, texts: list[str], kind: int) -> npt.NDArray[np.float32]:
+        """:meth:`_embedded` through the async client (the sync one in a worker thread when
+        there is none: see the class docstring)."""
+        client = self._async()
+        if client is None:
+            return await asyncio.to_thread(self._embedded, texts, kind)
+        if not texts:
+            return np.zeros((0, self.dimensions or 0), dtype=np.float32)
+        started = time.monotonic()
+        return _unit([
+            await self._arequest(client, [texts[i] for i in batch], kind, started)
+            for batch in token_batches(texts, self.batch_size, self.batch_tokens)
+        ])
 
     def _request(self, texts: list[str], kind: int, started: float) -> npt.NDArray[np.float32]:
         """One request's vectors, retried as the module docstring says."""
         import openai
 
+        arguments = self._arguments(texts, kind)
+        for attempt in itertools.count():
+            try:
+                return _vectors(self._client.embeddings.create(**arguments), len(texts))
+            except openai.OpenAIError as exc:
+                time.sleep(self._retry_wait(exc, attempt, started))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _arequest(
+        self, client: Any, texts: list[str], kind: int, started: float
+    ) -> npt.NDArray[np.float32]:
+        """:meth:`_request` through the async ``client``, its backoff awaited."""
+        import openai
+
+        arguments = self._arguments(texts, kind)
+        for attempt in itertools.count():
+            try:
+                return _vectors(await client.embeddings.create(**arguments), len(texts))
+            except openai.OpenAIError as exc:
+                await asyncio.sleep(self._retry_wait(exc, attempt, started))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _arguments(self, texts: list[str], kind: int) -> dict[str, Any]:
+        """The arguments of ``embeddings.create`` for ``texts`` as a query (``kind`` 0) or
+        documents (1)."""
         arguments: dict[str, Any] = {
             "input": texts, "model": self.query_model if kind == 0 else self.model_name,
             "encoding_format": "float", "timeout": self.timeout,
@@ -193,34 +284,54 @@ class OpenAIEmbedder:
             arguments["dimensions"] = self.dimensions
         if self.input_types is not None:
             arguments["extra_body"] = {"input_type": self.input_types[kind]}
-        attempt = 0
-        while True:
-            try:
-                response = self._client.embeddings.create(**arguments)
-                return _vectors(response, len(texts))
-            except (openai.RateLimitError, openai.InternalServerError,
-                    openai.APIConnectionError) as exc:  # APITimeoutError is a connection error
-                wait = _backoff(attempt, exc)
-                spent = time.monotonic() - started
-                if spent + wait > self.retry_seconds:
-                    raise EmbeddingError(
-                        f"the embedding endpoint failed after {attempt + 1} attempt(s) in "
-                        f"{spent:.1f} s (retries stop at {self.retry_seconds:g} s): "
-                        f"{_described(exc)}"
-                    ) from exc
-                time.sleep(wait)
-                attempt += 1
-            except openai.APIStatusError as exc:
+        return arguments
+
+    def _retry_wait(self, exc: Exception, attempt: int, started: float) -> float:
+        """Seconds to wait before retrying after ``exc``, the failure of ``attempt`` (from 0)
+        of a call that started at ``started`` (``time.monotonic``).
+
+        Raises:
+            EmbeddingError: ``exc`` is not to be retried (a refusal, another client error),
+                or a retry would go past ``retry_seconds``.
+        """
+        import openai
+
+        # APITimeoutError is a connection error
+        if isinstance(exc, (openai.RateLimitError, openai.InternalServerError,
+                            openai.APIConnectionError)):
+            wait = _backoff(attempt, exc)
+            spent = time.monotonic() - started
+            if spent + wait > self.retry_seconds:
                 raise EmbeddingError(
-                    f"the embedding endpoint refused the request: {_described(exc)}"
+                    f"the embedding endpoint failed after {attempt + 1} attempt(s) in "
+                    f"{spent:.1f} s (retries stop at {self.retry_seconds:g} s): "
+                    f"{_described(exc)}"
                 ) from exc
-            except openai.OpenAIError as exc:
-                raise EmbeddingError(f"the embedding endpoint failed: {_described(exc)}") from exc
+            return wait
+        if isinstance(exc, openai.APIStatusError):
+            raise EmbeddingError(
+                f"the embedding endpoint refused the request: {_described(exc)}"
+            ) from exc
+        raise EmbeddingError(f"the embedding endpoint failed: {_described(exc)}") from exc
 
 
-def _client(base_url: str | None, api_key: str | None, azure: dict[str, Any] | None) -> Any:
-    """The ``openai`` client: ``AzureOpenAI`` for ``azure``, else ``OpenAI``; its own retries
-    off (the embedder retries within its time bound)."""
+def _unit(parts: list[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
+    """The batches' vectors, in order, each scaled to unit length."""
+    vectors = np.concatenate(parts)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit: npt.NDArray[np.float32] = np.divide(
+        vectors, norms, out=np.zeros_like(vectors), where=norms > 0
+    )
+    return unit
+
+
+def _client(
+    base_url: str | None, api_key: str | None, azure: dict[str, Any] | None,
+    *, asynchronous: bool = False,
+) -> Any:
+    """The ``openai`` client: ``AzureOpenAI`` for ``azure``, else ``OpenAI`` (their ``Async``
+    twins if ``asynchronous``); its own retries off (the embedder retries within its time
+    bound)."""
     try:
         import openai
     except ImportError as exc:
@@ -233,8 +344,10 @@ def _client(base_url: str | None, api_key: str | None, azure: dict[str, Any] | N
                                     "default_headers"}
             if unknown:
                 raise ConfigurationError(f"azure takes no {', '.join(sorted(unknown))}")
-            return openai.AzureOpenAI(api_key=api_key, max_retries=0, **azure)
-        return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+            azure_kind = openai.AsyncAzureOpenAI if asynchronous else openai.AzureOpenAI
+            return azure_kind(api_key=api_key, max_retries=0, **azure)
+        kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+        return kind(base_url=base_url, api_key=api_key, max_retries=0)
     except openai.OpenAIError as exc:  # no API key anywhere, say
         raise ConfigurationError(f"the OpenAI client cannot be made: {exc}") from exc
 
