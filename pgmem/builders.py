@@ -128,6 +128,8 @@ class SearchInputs:
     vectors: Vectors
     keyword_score: str
     text_search: TextSearch
+    #: The model's semantic scale (:func:`pgmem.scoring.stretch`; None: none).
+    semantic_scale: scoring.SemanticScale | None = None
 
 
 def search_plan(inputs: SearchInputs, *, exact_scan: bool) -> SearchPlan:
@@ -171,6 +173,8 @@ def search_plan(inputs: SearchInputs, *, exact_scan: bool) -> SearchPlan:
             entity_names=tuple(names),
             entity_neighbours=scoring.ENTITY_NEIGHBOURS,
             entity_min_similarity=profile.entity_min_similarity,
+            scale_lo=None if inputs.semantic_scale is None else inputs.semantic_scale[0],
+            scale_hi=None if inputs.semantic_scale is None else inputs.semantic_scale[1],
             spread_decay=scoring.SPREAD_DECAY,
             # The neighbour step (scoring.Scoring.after_weight): hybrid searches only, so that a
             # search of one signal finds what that signal alone finds.

@@ -62,9 +62,12 @@ class ItemStore(Store):
         super().__init__(schema, prepares=prepares)
         self.queries = Queries(schema, _blocks())
 
-    def lock_items(self, params: Row, citus: bool = False) -> Statement[list[Row]]:
-        """Lock each (namespace, key) written, in key order."""
-        return self._statement("lock_items_citus" if citus else "lock_items", params, "all", _rows)
+    def lock_items(self, params: Row, citus: bool = False) -> Statement[None]:
+        """Lock each (namespace, key) written, in key order (in pipeline mode, sent with the
+        next statement)."""
+        return self._statement(
+            "lock_items_citus" if citus else "lock_items", params, "nothing", _nothing
+        )
 
     def existing_items(self, params: Row) -> Statement[list[Row]]:
         """The memories of these (namespace, key) pairs, locked: ord, id, created_at."""
@@ -475,7 +478,9 @@ class Items:
             insert["created_ats"], insert["updated_ats"] = created, updated
             yield from insert_steps(self.store, self.tenant, insert, routed=capabilities.citus)
 
-        yield from transaction(steps)
+        # Pipeline mode: the item locks travel with the read of the items they replace, the
+        # insert's locks with the insert.
+        yield from transaction(steps, pipeline=True)
 
     def sweep(self) -> Operation[int]:
         """Delete the items whose time to live has passed (with their links, and entities no

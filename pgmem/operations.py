@@ -599,7 +599,9 @@ class Operations:
             self.models.query_vectors, self.models.aquery_vectors, request.query, dim,
             text_search,
         )
-        return SearchInputs(request, analysis, vectors, self.keyword_score, text_search)
+        return SearchInputs(
+            request, analysis, vectors, self.keyword_score, text_search, self.semantic_scale
+        )
 
     def _text_search(self, ts_config: object) -> Operation[TextSearch]:
         """How a call's lexemes are made: in ``ts_config`` (None: the Memory's configuration),

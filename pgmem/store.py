@@ -243,6 +243,10 @@ class SearchParams:
     entity_names: Sequence[str]
     entity_neighbours: int
     entity_min_similarity: float
+    #: The model's semantic scale (pgmem.scoring.stretch), None: none. Entity names' similarities
+    #: are stretched by it before the minimum applies.
+    scale_lo: float | None
+    scale_hi: float | None
     spread_decay: float
     next: bool
     previous: bool

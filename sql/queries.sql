@@ -189,7 +189,14 @@ entity_match AS MATERIALIZED (  -- once: never the inner side of a loop over the
     SELECT q.n AS query_entity, e.id AS entity_id, e.name, e.similarity
       FROM unnest(%(entity_embeddings)b::vector[]) WITH ORDINALITY AS q(embedding, n)
      CROSS JOIN LATERAL (
-            SELECT x.id, x.name, 1 - (x.embedding <=> q.embedding) AS similarity
+            SELECT x.id, x.name,
+                   -- on the model's semantic scale where it has one (%(scale_lo)s, %(scale_hi)s:
+                   -- pgmem.scoring.stretch), so that the minimum means the same for any model
+                   CASE WHEN %(scale_hi)s::float8 IS NULL THEN 1 - (x.embedding <=> q.embedding)
+                        ELSE least(1, greatest(0, (1 - (x.embedding <=> q.embedding)
+                                                   - %(scale_lo)s::float8)
+                                                  / (%(scale_hi)s::float8 - %(scale_lo)s::float8)))
+                   END AS similarity
               FROM scope_entities x
              ORDER BY x.embedding <=> q.embedding
              LIMIT %(entity_neighbours)s) e

@@ -6,13 +6,17 @@ writes its case -- and the setting is checked."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import pgmem
+from pgmem.embedding import DOCUMENT, QUERY, embed_kind
+from pgmem.embedding_space import embedder_name
 from pgmem.nlp import TextAnalyzer
 from pgmem.nlp_process import ProcessAnalyzer
 from pgmem.query_analysis import LookupAnalyzer, candidate_names
+from pgmem.scoring import stretch
 from pgmem.settings import Settings
 
 pytestmark = pytest.mark.also_on_citus
@@ -77,6 +81,43 @@ def test_nyc_reaches_new_york_city_but_by_lookup_alone(searcher: pgmem.Memory) -
     assert found[DELI].explain.legs == ("entity",)
     assert entity_hits(found[DELI])["new york city"] >= 0.9
     assert hits[0].explain.signals == ("semantic", "keyword", "entity")
+
+
+class ScaledMiniLM:
+    """The test's MiniLM (its name and vectors, so the stored ones match) with a semantic
+    scale, as another model would have."""
+
+    def __init__(self, inner: pgmem.SentenceTransformerEmbedder, scale: tuple[float, float]):
+        self.inner, self.semantic_scale, self.name = inner, scale, embedder_name(inner)
+
+    def embed_query(self, texts: list[str]) -> Any:
+        return embed_kind(self.inner, texts, QUERY)
+
+    def embed_documents(self, texts: list[str]) -> Any:
+        return embed_kind(self.inner, texts, DOCUMENT)
+
+
+def test_entity_similarities_are_on_the_models_scale(
+    stored: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    query = "network trouble in NYC"
+    with pgmem.Memory(stored, embedder=embedder, nlp=analyzer) as plain:
+        found = {h.text: h for h in plain.search(query, user_id="u1", limit=10)}
+    raw = entity_hits(found[DELI])["new york city"]
+    assert 0.85 < raw < 0.99
+    # stretched by the scale, the match stays above the minimum (0.5) ...
+    near = (0.5, 1.0)
+    with pgmem.Memory(stored, embedder=ScaledMiniLM(embedder, near), nlp=analyzer) as scaled:
+        hits = scaled.search(query, user_id="u1", limit=10, threshold=0.0)
+    (deli,) = [h for h in hits if h.text == DELI]
+    assert entity_hits(deli)["new york city"] == pytest.approx(stretch(raw, near), abs=1e-4)
+    assert deli.explain.legs == ("entity",)
+    # ... or falls below it: the minimum means the same on any model's scale
+    far = (2 * raw - 1 + 0.05, 1.0)
+    assert stretch(raw, far) < 0.5 <= raw
+    with pgmem.Memory(stored, embedder=ScaledMiniLM(embedder, far), nlp=analyzer) as scaled:
+        hits = scaled.search(query, user_id="u1", limit=40, threshold=0.0)
+    assert all("new york city" not in entity_hits(h) for h in hits)
 
 
 def test_the_default_is_tagged_and_finds_nyc(
