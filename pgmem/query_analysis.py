@@ -47,26 +47,28 @@ _INNER_PUNCTUATION = frozenset({"-", "&", "."})
 
 class LookupAnalyzer:
     """A query's lookup analysis in the language ``lang`` (an ISO 639-1 code spaCy knows);
-    ``tagged``: the query is analysed by the tagger instead (this object says only that the
-    language has a lookup table). The pipeline loads on first use; :meth:`ready`
-    says whether it could (spaCy and the language's lookup table installed)."""
+    ``tagged``: the query is analysed by the tagger instead, and this object only says so. The
+    lookup pipeline loads on first use, once per process and language (every ``Memory`` shares
+    it: ~0.3 s and its tables' memory); :meth:`ready` says whether it could (spaCy and the
+    language's lookup table installed)."""
 
     def __init__(self, lang: str = "en", *, tagged: bool = True) -> None:
         self.lang = lang
         self.tagged = tagged
-        self._nlp: Lazy[Any] = Lazy(self._load)
-        # spaCy's vocabulary is not safe to grow from two threads at once; a call is ~0.1 ms.
-        self._lock = threading.Lock()
 
     def ready(self) -> bool:
-        """Whether the lookup pipeline of :attr:`lang` loads (False: analyse queries in full)."""
-        return self._nlp.get() is not False
+        """Whether queries take this analysis (False: analyse them in full): always for the
+        tagged one, which needs no lookup table; for the lookup, whether the pipeline of
+        :attr:`lang` loads."""
+        return self.tagged or _lookup_pipeline(self.lang).get() is not False
 
     def analyze(self, text: str) -> Analysis:
         """The query's lookup lemmas and its candidate names (:attr:`Analysis.names`); no
         entities to embed."""
-        nlp = self._pipeline()
-        with self._lock:
+        nlp = _lookup_pipeline(self.lang).get()
+        if nlp is False:
+            raise RuntimeError(f"no lookup table for {self.lang!r}: check ready() first")
+        with _LOOKUP_LOCK:
             doc = nlp(text)
             stop_words = nlp.Defaults.stop_words
             return Analysis(
@@ -74,23 +76,32 @@ class LookupAnalyzer:
                 names=candidate_names(doc, stop_words),
             )
 
-    def _pipeline(self) -> Any:
-        nlp = self._nlp.get()
-        if nlp is False:
-            raise RuntimeError(f"no lookup table for {self.lang!r}: check ready() first")
-        return nlp
 
-    def _load(self) -> Any:
-        try:
-            import spacy
+# The lookup pipelines of this process, by language, made on first use. spaCy's vocabulary is
+# not safe to grow from two threads at once: one lock for every call (~0.1 ms each).
+_LOOKUP_PIPELINES: dict[str, Lazy[Any]] = {}
+_LOOKUP_LOCK = threading.Lock()
 
-            return lookup_pipeline(spacy, self.lang)
-        except (ValueError, ImportError, OSError) as exc:
-            logger.warning(
-                "no spaCy lookup table for %r (%s): its queries are analysed in full",
-                self.lang, exc,
-            )
-            return False  # not None: Lazy would try again on every call
+
+def _lookup_pipeline(lang: str) -> Lazy[Any]:
+    """The process's lookup pipeline of ``lang`` (False once it failed to load)."""
+    with _LOOKUP_LOCK:
+        pipeline = _LOOKUP_PIPELINES.get(lang)
+        if pipeline is None:
+            pipeline = _LOOKUP_PIPELINES[lang] = Lazy(lambda: _load(lang))
+        return pipeline
+
+
+def _load(lang: str) -> Any:
+    try:
+        import spacy
+
+        return lookup_pipeline(spacy, lang)
+    except (ValueError, ImportError, OSError) as exc:
+        logger.warning(
+            "no spaCy lookup table for %r (%s): its queries are analysed in full", lang, exc,
+        )
+        return False  # not None: Lazy would try again on every call
 
 
 def _word_runs(doc: Any) -> list[list[Any]]:

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 import pgmem
+from pgmem import query_analysis
 from pgmem.embedding import DOCUMENT, QUERY, embed_kind
 from pgmem.embedding_space import embedder_name
-from pgmem.nlp import TextAnalyzer
+from pgmem.nlp import TextAnalyzer, lookup_pipeline
 from pgmem.nlp_process import ProcessAnalyzer
-from pgmem.query_analysis import LookupAnalyzer, candidate_names
+from pgmem.query_analysis import LookupAnalyzer, _lookup_pipeline, candidate_names
 from pgmem.scoring import stretch
 from pgmem.settings import Settings
 
@@ -190,6 +191,26 @@ def test_candidate_names_are_the_word_ngrams_without_edge_stop_words() -> None:
 
 
 def test_the_ngrams_are_bounded() -> None:
-    lookup = LookupAnalyzer(tagged=False)
-    doc = lookup._pipeline()(" ".join(f"word{i}" for i in range(200)))
+    doc = _lookup_pipeline("en").get()(" ".join(f"word{i}" for i in range(200)))
     assert len(candidate_names(doc, set())) == 64
+
+
+def test_one_lookup_pipeline_a_process_and_none_for_the_tagged_analysis(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a Memory per tenant or request must not load its own tables (~0.3 s each)
+    loads: list[str] = []
+
+    def counted(spacy: Any, lang: str) -> Any:
+        loads.append(lang)
+        return lookup_pipeline(spacy, lang)
+
+    monkeypatch.setattr(query_analysis, "lookup_pipeline", counted)
+    monkeypatch.setattr(query_analysis, "_LOOKUP_PIPELINES", {})
+    assert LookupAnalyzer("de", tagged=True).ready()  # the tagger needs no lookup table
+    assert loads == []
+    first, second = LookupAnalyzer("de", tagged=False), LookupAnalyzer("de", tagged=False)
+    assert first.ready() and second.ready()
+    assert first.analyze("Wir gingen gestern in Berlin spazieren") == second.analyze(
+        "Wir gingen gestern in Berlin spazieren")
+    assert loads == ["de"]

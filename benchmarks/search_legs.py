@@ -1,0 +1,137 @@
+"""What each part of the small-scope search statement costs: the statement beside itself with one
+part switched off, in one run.
+
+    python -m benchmarks.search_legs [--data PATH] [--conversations 2] [--memories 200]
+                                     [--questions 60] [--rounds 3] [--dsn DSN]
+
+The first ``--memories`` dialogue turns of each chosen conversation are stored in a scratch
+database (one user per conversation, the default models). For each question (in its
+conversation's scope, ``limit=20``) pgmem builds its ``search_small`` statement and parameters
+as a search would (the query's analysis and vectors made once, beforehand); then the statement
+and its variants run on one connection, prepared, with a generic plan and without JIT as pgmem
+runs them, taking turns question by question over ``--rounds`` timed passes after one to warm
+up. Each variant switches one part off by editing the statement's text: the entity leg (no
+links read), the keyword leg (no document matches), the neighbour step (no pairs), or the
+window that gives each row of the scope its neighbours. The time is the round trip (send, run,
+rows fetched); p50 and the ratio to the whole statement's p50. A variant returns other rows, so
+its ratio is what that part costs, not a faster search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+
+import pgmem
+from benchmarks import dialogues
+from benchmarks.database import scratch_database, server_dsn
+from pgmem.builders import search_plan
+from pgmem.memory import run
+
+
+def switched(old: str, new: str) -> Callable[[str], str]:
+    """A variant of the statement's text: ``old`` (which must be there) replaced by ``new``."""
+
+    def variant(text: str) -> str:
+        if old not in text:
+            raise SystemExit(f"the search statement no longer holds {old!r}: update the variant")
+        return text.replace(old, new)
+
+    return variant
+
+
+#: The variants, by what they switch off.
+VARIANTS: dict[str, Callable[[str], str]] = {
+    "whole statement": lambda text: text,
+    "without the entity leg": switched(
+        "WHERE cardinality(%(entity_embeddings)b::vector[]) > 0\n        OR", "WHERE false AND"),
+    "without the keyword leg": switched(
+        "FROM scope_rows r WHERE r.lexemes IS NOT NULL", "FROM scope_rows r WHERE false"),
+    "without the neighbour step": switched("WHERE x.wanted AND", "WHERE false AND"),
+    "without the neighbours' window": lambda text: switched(
+        "lead(m.id, 1) OVER stored AS after_1, lead(m.id, 2) OVER stored AS after_2",
+        "NULL::uuid AS after_1, NULL::uuid AS after_2")(switched(
+        "lag(m.id, 1) OVER stored AS before_1, lag(m.id, 2) OVER stored AS before_2",
+        "NULL::uuid AS before_1, NULL::uuid AS before_2")(text)),
+}
+
+
+def statements(
+    memory: pgmem.Memory, asked: Sequence[tuple[str, str]]
+) -> list[tuple[Any, dict[str, Any]]]:
+    """Each question's ``search_small`` statement and parameters, as a search makes them."""
+    ops = memory._ops
+    made = []
+    for question, user in asked:
+        request = ops._search_request(
+            question, user_id=user, agent_id=None, run_id=None, limit=20, threshold=0.1,
+            filters=None, mode="hybrid", legs=None,
+        )
+        inputs = run(memory._connector, ops.search_inputs(request))
+        statement = ops.store.search(
+            search_plan(inputs, exact_scan=False).params, request.condition, small=True
+        )
+        made.append((statement.query, dict(statement.params or {})))
+    return made
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.search_legs",
+                                     description=__doc__.split("\n\n")[0])
+    dialogues.data_arguments(parser)
+    parser.set_defaults(conversations="2")
+    parser.add_argument("--memories", type=int, default=200, metavar="N",
+                        help="turns stored per conversation (default: 200)")
+    parser.add_argument("--questions", type=int, default=60, metavar="N",
+                        help="questions timed (default: 60)")
+    parser.add_argument("--rounds", type=int, default=3, metavar="N",
+                        help="timed passes over the questions (default: 3)")
+    parser.add_argument("--dsn", help="the server of the scratch database (default: "
+                        "$PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
+    args = parser.parse_args(argv)
+    raw = dialogues.load_conversations(args.data, args.conversations)
+    conversations = dialogues.task_conversations(raw, "turns")
+    asked = [(q.text, c.id) for c in conversations for q in c.questions][: args.questions]
+    with scratch_database(server_dsn(args.dsn), f"pgmem_bench_search_legs_{os.getpid()}") as dsn:
+        pgmem.migrate(dsn)
+        with pgmem.Memory(dsn) as memory:
+            for c in conversations:
+                memory.add_many([{"text": m.text, "user_id": c.id}
+                                 for m in c.memories[: args.memories]])
+            made = statements(memory, asked)
+        times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+        with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+            register_vector(conn)
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+            conn.execute("SET jit = off")
+            texts = [{name: vary(query.as_string(conn)) for name, vary in VARIANTS.items()}
+                     for query, _ in made]
+            for round_ in range(args.rounds + 1):
+                for variants, (_, params) in zip(texts, made):
+                    for name, text in variants.items():
+                        started = time.perf_counter()
+                        conn.execute(text, params, prepare=True, binary=True).fetchall()
+                        if round_:
+                            times[name].append((time.perf_counter() - started) * 1000)
+    whole = statistics.median(times["whole statement"])
+    print(f"{len(asked)} questions, {args.memories} memories a scope, {args.rounds} rounds; "
+          "p50 of the round trip")
+    print()
+    print("| statement | p50 ms | / whole |")
+    print("|---|---:|---:|")
+    for name, values in times.items():
+        p50 = statistics.median(values)
+        print(f"| {name} | {p50:.2f} | {p50 / whole:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
