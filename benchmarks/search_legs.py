@@ -12,9 +12,10 @@ and its variants run on one connection, prepared, with a generic plan and withou
 runs them, taking turns question by question over ``--rounds`` timed passes after one to warm
 up. Each variant switches one part off by editing the statement's text: the entity leg (no
 links read), the keyword leg (no document matches), the neighbour step (no pairs), or the
-window that gives each row of the scope its neighbours. The time is the round trip (send, run,
-rows fetched); p50 and the ratio to the whole statement's p50. A variant returns other rows, so
-its ratio is what that part costs, not a faster search.
+window that gives each row of the scope its neighbours. Beside them, the floor's statement: a
+bare exact top-20 of the scope by cosine distance. The time is the round trip (send, run, rows
+fetched); p50 and the ratio to the whole statement's p50. A variant returns other rows, so its
+ratio is what that part costs, not a faster search.
 """
 
 from __future__ import annotations
@@ -64,6 +65,14 @@ VARIANTS: dict[str, Callable[[str], str]] = {
 }
 
 
+#: The floor of a search's SQL: the scope's nearest 20 by cosine distance, nothing else.
+FLOOR = "bare top-20 (the floor's statement)"
+BARE_TOP_20 = (
+    "SELECT m.id FROM pgmem.memories m WHERE m.tenant = %(tenant)s AND m.user_id = %(user_id)s"
+    " ORDER BY m.embedding <=> %(embedding)s::vector LIMIT 20"
+)
+
+
 def statements(
     memory: pgmem.Memory, asked: Sequence[tuple[str, str]]
 ) -> list[tuple[Any, dict[str, Any]]]:
@@ -107,13 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 memory.add_many([{"text": m.text, "user_id": c.id}
                                  for m in c.memories[: args.memories]])
             made = statements(memory, asked)
-        times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+        times: dict[str, list[float]] = {name: [] for name in [*VARIANTS, FLOOR]}
         with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
             register_vector(conn)
             conn.execute("SET plan_cache_mode = force_generic_plan")
             conn.execute("SET jit = off")
-            texts = [{name: vary(query.as_string(conn)) for name, vary in VARIANTS.items()}
-                     for query, _ in made]
+            texts = [{**{name: vary(query.as_string(conn)) for name, vary in VARIANTS.items()},
+                      FLOOR: BARE_TOP_20} for query, _ in made]
             for round_ in range(args.rounds + 1):
                 for variants, (_, params) in zip(texts, made):
                     for name, text in variants.items():
