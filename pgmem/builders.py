@@ -260,10 +260,15 @@ def fuse_rows(
     ]
 
 
-def _neighbours(*by_distance: uuid.UUID | None) -> tuple[tuple[object, int], ...]:
+def _neighbours(
+    one: uuid.UUID | None, two: uuid.UUID | None
+) -> tuple[tuple[object, int], ...]:
     """A candidate's neighbours on one side as the statement gives them (one place away, two
-    places away; NULL where none came), keyed as candidates are, with how many places away."""
-    return tuple((i.int, d) for d, i in enumerate(by_distance, start=1) if i is not None)
+    places away; NULL where none came), keyed as candidates are, with how many places away
+    (written out: a search makes hundreds)."""
+    if one is None:
+        return () if two is None else ((two.int, 2),)
+    return ((one.int, 1),) if two is None else ((one.int, 1), (two.int, 2))
 
 
 def with_entity_matches(plan: SearchPlan, rows: Sequence[dict[str, Any]]) -> SearchPlan:

@@ -351,9 +351,15 @@ def fuse(
     # (keyword, entity, total) of every candidate: its neighbours may need them.
     parts: dict[object, tuple[float, float, float]] = {}
     normalize_keyword = profile.keyword_normalizer(n_terms, n_docs)
+    # Candidates share their entity hits (the scope's common names): each boost is worked out once.
+    boosts: dict[tuple[tuple[float, int], ...], float] = {}
     for c in candidates:
         keyword = normalize_keyword(c.keyword_raw) if keyword_active else 0.0
-        entity = profile.entity_boost(c.entity_hits, scope_size) if entity_active else 0.0
+        entity = 0.0
+        if entity_active and c.entity_hits:
+            entity = boosts.get(c.entity_hits, -1.0)
+            if entity < 0:
+                entity = boosts[c.entity_hits] = profile.entity_boost(c.entity_hits, scope_size)
         semantic = profile.semantic_weight * c.semantic if semantic_active else 0.0
         parts[c.key] = (keyword, entity, semantic + profile.keyword_weight * keyword + entity)
     scored = []  # (score, semantic, candidate, context, context_from): Fused for the best only
