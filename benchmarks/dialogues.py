@@ -84,6 +84,17 @@ def data_arguments(parser: argparse.ArgumentParser) -> None:
                         "or comma-separated ids")
 
 
+def timing_arguments(parser: argparse.ArgumentParser, questions: int) -> None:
+    """``--questions`` (default ``questions``), ``--rounds`` and ``--dsn``, as the benchmarks
+    that time questions in a scratch database take them."""
+    parser.add_argument("--questions", type=int, default=questions, metavar="N",
+                        help=f"questions timed per round (default: {questions})")
+    parser.add_argument("--rounds", type=int, default=3, metavar="N",
+                        help="timed passes over the questions (default: 3)")
+    parser.add_argument("--dsn", help="the server of the scratch database (default: "
+                        "$PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
+
+
 def load_conversations(path: Path | None, which: str | None = None) -> list[RawConversation]:
     """The conversations of a LoCoMo file (``locomo10.json`` as published, or the development
     shape) that ``which`` chooses (see the module's docstring). A missing file is a SystemExit

@@ -39,12 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.query_analysis",
                                      description=__doc__.split("\n\n")[0])
     dialogues.data_arguments(parser)
-    parser.add_argument("--questions", type=int, default=200, metavar="N",
-                        help="questions timed per round (default: 200)")
-    parser.add_argument("--rounds", type=int, default=3, metavar="N",
-                        help="timed passes over the questions (default: 3)")
-    parser.add_argument("--dsn", help="the server of the scratch database (default: "
-                        "$PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
+    dialogues.timing_arguments(parser, questions=200)
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here")
     args = parser.parse_args(argv)
     raw = dialogues.load_conversations(args.data, args.conversations)

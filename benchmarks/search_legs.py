@@ -96,15 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.search_legs",
                                      description=__doc__.split("\n\n")[0])
     dialogues.data_arguments(parser)
-    parser.set_defaults(conversations="2")
     parser.add_argument("--memories", type=int, default=200, metavar="N",
                         help="turns stored per conversation (default: 200)")
-    parser.add_argument("--questions", type=int, default=60, metavar="N",
-                        help="questions timed (default: 60)")
-    parser.add_argument("--rounds", type=int, default=3, metavar="N",
-                        help="timed passes over the questions (default: 3)")
-    parser.add_argument("--dsn", help="the server of the scratch database (default: "
-                        "$PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
+    dialogues.timing_arguments(parser, questions=60)
     args = parser.parse_args(argv)
     raw = dialogues.load_conversations(args.data, args.conversations)
     conversations = dialogues.task_conversations(raw, "turns")

@@ -11,6 +11,7 @@ Every socket is on 127.0.0.1; the proxy's threads stop with it.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import socket
 import socketserver
@@ -23,12 +24,42 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+import psycopg
 import pytest
 
 #: Seconds the server may take to answer /health after it starts (it loads the model first).
 START_TIMEOUT = 60.0
 #: The most seconds a stalled request is held before the proxy lets go of it.
 STALL_LIMIT = 10.0
+
+
+#: A few memories with one clear answer each, for the embedder tests.
+TEXTS = [
+    "Alice moved to Lyon in March for a job at a bakery",
+    "Bob is training for the Paris marathon",
+    "Carol adopted a grey cat named Pixel",
+    "Dave repairs vintage motorcycles in his garage",
+    "Erin is learning to play the cello",
+]
+
+
+def stored_vectors(dsn: str, user: str | None = None) -> dict[str, np.ndarray]:
+    """The stored vectors by text (of ``user``'s memories, or all)."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT text, embedding::text FROM pgmem.memories"
+            " WHERE %(user)s::text IS NULL OR user_id = %(user)s", {"user": user}
+        ).fetchall()
+    return {text: np.array(json.loads(vector), dtype=np.float32) for text, vector in rows}
+
+
+def memory_count(dsn: str) -> int:
+    """How many memories the database holds."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM pgmem.memories").fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def free_port() -> int:

