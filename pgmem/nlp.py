@@ -16,7 +16,7 @@ import logging
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pgmem.errors import ConfigurationError
@@ -165,7 +165,10 @@ class TextAnalyzer:
     def analyze_tagged(self, text: str) -> Analysis:
         """A query's analysis without the parser and the recogniser (the ``tagged`` query
         analysis, :mod:`pgmem.query_analysis`): lemmas from the tagger's parts of speech, and
-        as entities the proper-noun runs and quoted strings (labels ``PROPN``, ``QUOTED``)."""
+        as entities the proper-noun runs and quoted strings (labels ``PROPN``, ``QUOTED``). The
+        capitalised words the tagger calls common nouns -- a name alone, as in the query
+        "Kowalski" -- are the analysis's :attr:`~Analysis.names`, looked up by name among the
+        scope's entities (the recogniser would have found them; the tagger does not)."""
         nlp, with_entities, stop_words = self._pipeline_facts()
         with self._blas():
             doc = nlp.make_doc(text)
@@ -174,7 +177,10 @@ class TextAnalyzer:
             for name, component in nlp.pipeline:
                 if name not in _UNTAGGED:
                     doc = component(doc)
-        return _analysis(doc, with_entities, stop_words)
+        analysis = _analysis(doc, with_entities, stop_words)
+        if not with_entities:
+            return analysis
+        return replace(analysis, names=_capitalised_nouns(doc, analysis.entities, stop_words))
 
     def analyze_tagged_later(self, text: str) -> Callable[[], Analysis]:
         """What returns :meth:`analyze_tagged`'s analysis of ``text`` (see
@@ -273,6 +279,22 @@ def lexemes(doc: Any, stop_words: frozenset[str]) -> tuple[str, ...]:
             continue
         out.append(lemma.encode()[:_MAX_LEXEME_BYTES].decode(errors="ignore"))
     return tuple(out)
+
+
+def _capitalised_nouns(
+    doc: Any, entities: tuple[Entity, ...], stop_words: frozenset[str]
+) -> tuple[str, ...]:
+    """The names of the capitalised words a tagger called common nouns, but those its
+    proper-noun runs already hold."""
+    known = {entity.name for entity in entities}
+    names: dict[str, None] = {}
+    for token in doc:
+        if token.pos_ != "NOUN" or not token.text[:1].isupper() or token.is_stop:
+            continue
+        name = normalize_entity_name(token.text)
+        if name and name not in known and name not in stop_words and _WORD_CHAR.search(name):
+            names[name] = None
+    return tuple(names)[:MAX_ENTITIES_PER_TEXT]
 
 
 def _entities(doc: Any, with_entities: bool) -> tuple[Entity, ...]:

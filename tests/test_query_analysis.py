@@ -121,6 +121,20 @@ def test_entity_similarities_are_on_the_models_scale(
     assert all("new york city" not in entity_hits(h) for h in hits)
 
 
+def test_a_name_alone_reaches_its_entity_in_the_tagged_analysis(
+    stored: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
+) -> None:
+    # the tagger calls a lone capitalised word a common noun; the recogniser knew it for a name
+    tagged = analyzer.analyze_tagged("Caroline")
+    assert tagged.entities == () and tagged.names == ("caroline",)
+    assert analyzer.analyze_tagged("Books about cats").names == ("books",)
+    assert analyzer.analyze_tagged("where does Caroline work?").names == ()  # a proper noun
+    settings = Settings(query_analysis="tagged")
+    with pgmem.Memory(stored, embedder=embedder, nlp=analyzer, settings=settings) as memory:
+        (hit,) = memory.search("Caroline", user_id="u1", limit=1, mode="entity")
+    assert hit.text == CAROLINE and entity_hits(hit) == {"caroline": 1.0}
+
+
 def test_the_default_is_tagged_and_finds_nyc(
     stored: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer
 ) -> None:

@@ -196,7 +196,8 @@ def remote_analyzer(client: ServerClient) -> Any:
 
         def analyze_tagged(self, text: str) -> Analysis:  # a query's (the default analysis)
             (item,) = client.call("analyze", texts=[text], tagged=True)
-            return _analysis_of(item)
+            analysis: Analysis = _analysis_of(item)
+            return analysis
 
     return RemoteAnalyzer(info["spacy_config"])
 
@@ -227,7 +228,8 @@ def _array_of(message: Any) -> Any:
 
 def _analysis_json(analysis: Any) -> dict[str, Any]:
     return {"lexemes": list(analysis.lexemes),
-            "entities": [[e.name, e.surface, e.label] for e in analysis.entities]}
+            "entities": [[e.name, e.surface, e.label] for e in analysis.entities],
+            "names": list(analysis.names)}
 
 
 def _analysis_of(message: Any) -> Any:
@@ -238,6 +240,7 @@ def _analysis_of(message: Any) -> Any:
             lexemes=tuple(str(x) for x in message["lexemes"]),
             entities=tuple(Entity(str(n), str(s), str(label))
                            for n, s, label in message["entities"]),
+            names=tuple(str(name) for name in message.get("names", ())),
         )
     except (TypeError, KeyError, ValueError) as exc:
         raise wire.WireError(f"an analysis answer that is not one: {exc}") from exc
