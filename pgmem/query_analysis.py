@@ -11,7 +11,9 @@ So a query need not be recognised the same way. Three modes (``PGMEM_QUERY_ANALY
   the cost), beside the query's embedding as the full analysis runs: the same lemmas (the
   tagger's parts of speech), and its proper-noun runs (and quoted strings) embedded and matched
   by similarity, so that a name written another way ("NYC") still reaches the stored one
-  ("new york city"). Its recall on the dev file is the full analysis's (docs/retrieval.md).
+  ("new york city"); a capitalised word the tagger calls a common noun (a name alone, as in
+  the query "Kowalski") is looked up by name, as the lookup's n-grams are. Its recall on the dev
+  file is the full analysis's (docs/retrieval.md).
 * ``lookup``: no spaCy model at all: spaCy's tokenizer and its lookup lemmatizer (tables from
   spacy-lookups-data; ~0.1 ms), whose lemmas differ from the tagger's for words such as
   "camping" (``camp``); and the query's word n-grams (1 to 3 words, normalised as entity names
