@@ -95,6 +95,14 @@ def timing_arguments(parser: argparse.ArgumentParser, questions: int) -> None:
                         "$PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
 
 
+def timed_questions(args: argparse.Namespace) -> tuple[list[Conversation], list[tuple[str, str]]]:
+    """The dialogue-turn conversations ``args`` chooses (``--data``, ``--conversations``) and
+    their first ``--questions`` questions, each with its conversation's id."""
+    conversations = task_conversations(load_conversations(args.data, args.conversations), "turns")
+    asked = [(q.text, c.id) for c in conversations for q in c.questions][: args.questions]
+    return conversations, asked
+
+
 def load_conversations(path: Path | None, which: str | None = None) -> list[RawConversation]:
     """The conversations of a LoCoMo file (``locomo10.json`` as published, or the development
     shape) that ``which`` chooses (see the module's docstring). A missing file is a SystemExit

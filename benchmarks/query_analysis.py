@@ -42,9 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dialogues.timing_arguments(parser, questions=200)
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here")
     args = parser.parse_args(argv)
-    raw = dialogues.load_conversations(args.data, args.conversations)
-    conversations = dialogues.task_conversations(raw, "turns")
-    asked = [(q.text, c.id) for c in conversations for q in c.questions][: args.questions]
+    conversations, asked = dialogues.timed_questions(args)
     with scratch_database(server_dsn(args.dsn), f"pgmem_bench_query_analysis_{os.getpid()}") as dsn:
         pgmem.migrate(dsn)
         embedder = make_embedder(None, Settings.from_env())  # one model for every Memory

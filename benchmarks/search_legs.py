@@ -100,9 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="turns stored per conversation (default: 200)")
     dialogues.timing_arguments(parser, questions=60)
     args = parser.parse_args(argv)
-    raw = dialogues.load_conversations(args.data, args.conversations)
-    conversations = dialogues.task_conversations(raw, "turns")
-    asked = [(q.text, c.id) for c in conversations for q in c.questions][: args.questions]
+    conversations, asked = dialogues.timed_questions(args)
     with scratch_database(server_dsn(args.dsn), f"pgmem_bench_search_legs_{os.getpid()}") as dsn:
         pgmem.migrate(dsn)
         with pgmem.Memory(dsn) as memory:
