@@ -225,15 +225,18 @@ class ModelWork:
         *,
         apart: bool,
         kind: str = DOCUMENT,
+        short: bool = False,
     ) -> tuple[T, Vectors]:
         """An analysis, and the vectors of ``texts`` (embedded as ``kind``: a query or
         documents) then of the entity ``names(analysis)`` (documents, whatever ``kind``; those
         the cache holds are not embedded again). ``later()`` starts the analysis and
         returns what waits for it (:meth:`TextSearch.analyze_many_later`). The texts embed
         while it runs: in this thread while another process analyses (``apart``: neither
-        waits for the other's GIL; with :func:`~pgmem.embedding.embed_apart`); else in another
-        thread -- the model releases the GIL for most of its work, so on two cores the two
-        overlap -- unless the embedder says that would starve the analysis
+        waits for the other's GIL; with :func:`~pgmem.embedding.embed_apart`, on one thread so
+        that the analysis keeps its core, unless the analysis is ``short``: a query's tagged
+        analysis ends well before the embedding, which is then faster on every thread); else
+        in another thread -- the model releases the GIL for most of its work, so on two cores
+        the two overlap -- unless the embedder says that would starve the analysis
         (:func:`~pgmem.embedding.embeds_beside_analysis`: torch with a thread per core); then
         they embed first."""
         beside = embeds_beside_analysis(self.embedder)
@@ -241,7 +244,7 @@ class ModelWork:
             wait = later()
             try:
                 text_vectors = checked_embeddings(
-                    self.embedder, texts, dim, apart=True, kind=kind
+                    self.embedder, texts, dim, apart=not short, kind=kind
                 )
             except BaseException:
                 with contextlib.suppress(Exception):
@@ -348,7 +351,7 @@ class ModelWork:
                 )
             return self.embedded_beside(
                 [query], dim, lambda: text_search.analyze_tagged_later(query), _query_names,
-                apart=text_search.runs_apart, kind=QUERY,
+                apart=text_search.runs_apart, kind=QUERY, short=True,
             )
 
     async def aquery_vectors(

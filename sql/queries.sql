@@ -152,13 +152,13 @@ keyword_scored AS MATERIALIZED (
      CROSS JOIN scope_stats st
      GROUP BY f.id
 ),
-keyword AS MATERIALIZED (  -- n: the rank in the leg
-    SELECT k.id,
-           row_number() OVER (ORDER BY CASE WHEN %(keyword_score)s = 'bm25' THEN k.bm25
-                                            ELSE k.rank_cd END DESC, k.id) AS n
-      FROM keyword_scored k
-     ORDER BY n
-     LIMIT %(keyword_limit)s
+keyword AS MATERIALIZED (  -- n: the rank in the leg, numbered after the top-N sort
+    SELECT t.id, row_number() OVER (ORDER BY t.score DESC, t.id) AS n
+      FROM (SELECT k.id, CASE WHEN %(keyword_score)s = 'bm25' THEN k.bm25
+                              ELSE k.rank_cd END AS score
+              FROM keyword_scored k
+             ORDER BY score DESC, k.id
+             LIMIT %(keyword_limit)s) t
 ),
 -- Entity leg, driven from the scope: the scope's links (read once), the entities they reach
 -- (fetched by key), each query entity compared exactly with those (its nearest ones with
@@ -233,10 +233,10 @@ entity_hits AS (
      GROUP BY l.id
 ),
 entity AS MATERIALIZED (
-    SELECT h.id, row_number() OVER (ORDER BY h.rank DESC, h.id) AS n
-      FROM entity_hits h
-     ORDER BY n
-     LIMIT %(entity_limit)s
+    SELECT t.id, row_number() OVER (ORDER BY t.rank DESC, t.id) AS n
+      FROM (SELECT h.id, h.rank FROM entity_hits h
+             ORDER BY h.rank DESC, h.id
+             LIMIT %(entity_limit)s) t
 ),
 -- Neighbour step: the memories stored up to %(neighbour_window)s places before (%(previous)s) and
 -- after (%(next)s) each of the legs' best %(neighbour_limit)s, in the scope's (created_at, id)
