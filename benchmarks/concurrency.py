@@ -146,7 +146,8 @@ def result_table(runs: Sequence[Run]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.concurrency", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", default="1,4,16", help="comma-separated thread counts")
+    parser.add_argument("--threads", type=dialogues.numbers, default="1,4,16",
+                        help="comma-separated thread counts")
     parser.add_argument("--seconds", type=float, default=20.0, help="run time per thread count")
     parser.add_argument("--warm-up", type=float, default=5.0,
                         help="seconds run first, not counted, per thread count")
@@ -155,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     corpus.run_arguments(parser)
     args = parser.parse_args(argv)
-    counts = [int(n) for n in args.threads.split(",")]
+    counts = args.threads
     server, embedder, analyzer = corpus.start(args)
     raw = dialogues.load_conversations(args.data, args.conversations)
     data = corpus.corpus(raw, args.rows, corpus.Cache(args.data, embedder, analyzer, raw))

@@ -95,6 +95,18 @@ def timing_arguments(parser: argparse.ArgumentParser, questions: int) -> None:
                         "$PGMEM_BENCH_DSN, then $PGMEM_TEST_DSN)")
 
 
+def numbers(text: str) -> list[int]:
+    """A comma-separated list of whole numbers, as options such as ``--sizes 100,200`` take it
+    (argparse's ``type``: a bad one is a usage error)."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated whole numbers: {text!r}") from None
+    if any(value < 0 for value in values):
+        raise argparse.ArgumentTypeError(f"negative number in {text!r}")
+    return values
+
+
 def timed_questions(args: argparse.Namespace) -> tuple[list[Conversation], list[tuple[str, str]]]:
     """The dialogue-turn conversations ``args`` chooses (``--data``, ``--conversations``) and
     their first ``--questions`` questions, each with its conversation's id."""

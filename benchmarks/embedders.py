@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.embedders",
                                      description=(__doc__ or "").split("\n\n")[0])
     corpus.run_arguments(parser)
-    parser.add_argument("--threads", default="1,0", metavar="N,N",
+    parser.add_argument("--threads", type=dialogues.numbers, default="1,0", metavar="N,N",
                         help="intra-op threads of torch and ONNX Runtime, a table for each "
                         "(0: their defaults)")
     parser.add_argument("--queries", type=int, default=300)
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     documents = [m.text for c in conversations for m in c.memories][: args.documents]
     queries = [q.text for c in conversations for q in c.questions][: args.queries]
     tables = []
-    for threads in (int(t) for t in args.threads.split(",")):
+    for threads in args.threads:
         tables.append(measure(threads, queries, documents))
         print(tables[-1] + "\n", flush=True)
     body = f"{len(queries)} queries, {len(documents)} documents.\n\n" + "\n\n".join(tables)

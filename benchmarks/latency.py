@@ -477,7 +477,7 @@ def as_json(results: Sequence[SizeResult], embedder: str, torch_threads: int) ->
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.latency", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,100000",
+    parser.add_argument("--sizes", type=dialogues.numbers, default="10000,100000",
                         help="comma-separated corpus sizes (default: %(default)s)")
     parser.add_argument("--queries", type=int, default=200, help="queries per size")
     corpus.run_arguments(parser)
@@ -492,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "its rows")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = args.sizes
     server, embedder, analyzer = corpus.start(args)
     raw = dialogues.load_conversations(args.data, args.conversations)
     cache = corpus.Cache(args.data, embedder, analyzer, raw)

@@ -125,7 +125,7 @@ def result_table(results: Sequence[tuple[int, float, dict[str, list[float]]]]) -
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.scale", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,100000,1000000",
+    parser.add_argument("--sizes", type=dialogues.numbers, default="10000,100000,1000000",
                         help="comma-separated corpus sizes (default: %(default)s)")
     parser.add_argument("--queries", type=int, default=100, help="queries per size")
     parser.add_argument("--real-rows", type=int, default=100_000,
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also time another search statement (a queries.sql of another "
                         "revision, e.g. from `git show d8ae5ca:sql/queries.sql`), leg by leg")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = args.sizes
     server, embedder, analyzer = corpus.start(args)
     raw = dialogues.load_conversations(args.data, args.conversations)
     cache = corpus.Cache(args.data, embedder, analyzer, raw)

@@ -3,6 +3,7 @@ part switched off, in one run.
 
     python -m benchmarks.search_legs [--data PATH] [--conversations 2] [--memories 200]
                                      [--questions 60] [--rounds 3] [--dsn DSN]
+                                     [--sizes N,N,..]
 
 The first ``--memories`` dialogue turns of each chosen conversation are stored in a scratch
 database (one user per conversation, the default models). For each question (in its
@@ -16,6 +17,11 @@ window that gives each row of the scope its neighbours. Beside them, the floor's
 bare exact top-20 of the scope by cosine distance. The time is the round trip (send, run, rows
 fetched); p50 and the ratio to the whole statement's p50. A variant returns other rows, so its
 ratio is what that part costs, not a faster search.
+
+With ``--sizes N,N,..`` the whole statement and the bare top-20 are also timed by scope size:
+the first N turns of the first conversation stored again under a scope of their own (one per
+size), the same questions asked in each, the sizes taking turns; then the least-squares line
+of each through the p50s: a fixed cost and a cost per memory.
 """
 
 from __future__ import annotations
@@ -92,6 +98,33 @@ def statements(
     return made
 
 
+def timed_rounds(
+    conn: psycopg.Connection[Any], runs: Sequence[tuple[str, Sequence[tuple[str, dict[str, Any]]]]],
+    rounds: int,
+) -> dict[str, list[float]]:
+    """Milliseconds of each named sequence of (statement text, parameters), prepared, taking
+    turns call by call over ``rounds`` timed passes after one to warm up."""
+    times: dict[str, list[float]] = {name: [] for name, _ in runs}
+    for round_ in range(rounds + 1):
+        for calls in zip(*(calls for _, calls in runs)):
+            for (name, _), (text, params) in zip(runs, calls):
+                started = time.perf_counter()
+                conn.execute(text, params, prepare=True, binary=True).fetchall()
+                if round_:
+                    times[name].append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The least-squares line through ``points``: (value at 0, slope)."""
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
+    return mean_y - slope * mean_x, slope
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.search_legs",
                                      description=__doc__.split("\n\n")[0])
@@ -99,29 +132,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memories", type=int, default=200, metavar="N",
                         help="turns stored per conversation (default: 200)")
     dialogues.timing_arguments(parser, questions=60)
+    parser.add_argument("--sizes", type=dialogues.numbers, metavar="N,N,..",
+                        help="also time the statement and the bare top-20 in scopes of these "
+                        "sizes (the first N turns of the first conversation)")
     args = parser.parse_args(argv)
     conversations, asked = dialogues.timed_questions(args)
+    sizes = args.sizes or []
     with scratch_database(server_dsn(args.dsn), f"pgmem_bench_search_legs_{os.getpid()}") as dsn:
         pgmem.migrate(dsn)
         with pgmem.Memory(dsn) as memory:
             for c in conversations:
                 memory.add_many([{"text": m.text, "user_id": c.id}
                                  for m in c.memories[: args.memories]])
+            for size in sizes:
+                memory.add_many([{"text": m.text, "user_id": f"size-{size}"}
+                                 for m in conversations[0].memories[:size]])
             made = statements(memory, asked)
-        times: dict[str, list[float]] = {name: [] for name in [*VARIANTS, FLOOR]}
+            by_size = {size: statements(memory, [(q, f"size-{size}") for q, _ in asked])
+                       for size in sizes}
         with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
             register_vector(conn)
+            # as pgmem runs its search statements (pgmem.steps.search_settings)
             conn.execute("SET plan_cache_mode = force_generic_plan")
             conn.execute("SET jit = off")
-            texts = [{**{name: vary(query.as_string(conn)) for name, vary in VARIANTS.items()},
-                      FLOOR: BARE_TOP_20} for query, _ in made]
-            for round_ in range(args.rounds + 1):
-                for variants, (_, params) in zip(texts, made):
-                    for name, text in variants.items():
-                        started = time.perf_counter()
-                        conn.execute(text, params, prepare=True, binary=True).fetchall()
-                        if round_:
-                            times[name].append((time.perf_counter() - started) * 1000)
+            conn.execute("SET enable_seqscan = off")
+            runs = [(name, [(vary(query.as_string(conn)), params) for query, params in made])
+                    for name, vary in VARIANTS.items()]
+            runs.append((FLOOR, [(BARE_TOP_20, params) for _, params in made]))
+            times = timed_rounds(conn, runs, args.rounds)
+            sized = timed_rounds(conn, [
+                run for size, calls in by_size.items() for run in (
+                    (f"{size} statement", [(q.as_string(conn), p) for q, p in calls]),
+                    (f"{size} bare", [(BARE_TOP_20, p) for _, p in calls]))
+            ], args.rounds) if sizes else {}
     whole = statistics.median(times["whole statement"])
     print(f"{len(asked)} questions, {args.memories} memories a scope, {args.rounds} rounds; "
           "p50 of the round trip")
@@ -131,6 +174,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, values in times.items():
         p50 = statistics.median(values)
         print(f"| {name} | {p50:.2f} | {p50 / whole:.2f} |")
+    if sizes:
+        print()
+        print("| scope size | statement p50 ms | bare top-20 p50 ms | statement / bare |")
+        print("|---:|---:|---:|---:|")
+        p50s = {name: statistics.median(values) for name, values in sized.items()}
+        for size in sizes:
+            statement, bare = p50s[f"{size} statement"], p50s[f"{size} bare"]
+            print(f"| {size} | {statement:.2f} | {bare:.2f} | {statement / bare:.1f}x |")
+        for kind in ("statement", "bare"):
+            fixed, slope = line([(size, p50s[f"{size} {kind}"]) for size in sizes])
+            print(f"\n{kind}: {fixed:.2f} ms + {slope * 1000:.2f} us a memory (least squares)",
+                  end="")
+        print()
     return 0
 
 

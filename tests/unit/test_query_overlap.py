@@ -188,6 +188,37 @@ def test_beside_an_analysis_in_another_process_an_embedder_s_embed_apart_is_used
     assert "apart" not in events and events.count("embed 1") == 2
 
 
+def test_beside_a_tagged_analysis_in_another_process_the_query_embeds_on_every_thread() -> None:
+    """A query's tagged analysis (the default) ends well before its embedding, which then runs
+    on every thread (``embed``), not on one (``embed_apart``): a search ~1 ms faster
+    (docs/benchmarks.md, "Figures behind the code's choices"); still in the calling thread,
+    between sending the query and waiting for its analysis."""
+    events: list[str] = []
+
+    class TaggedApart(ApartAnalyzer):
+        def analyze_tagged_later(self, text: str) -> Callable[[], Analysis]:
+            wait = self.analyze_many_later([text])
+            return lambda: wait()[0]
+
+    embedder = ThreadRecordingEmbedder(True, events)
+
+    def embed_apart(texts: Sequence[str]) -> np.ndarray:
+        events.append("apart")
+        return embedder.embed(texts)
+
+    embedder.embed_apart = embed_apart  # type: ignore[attr-defined]
+    settings = Settings(tenant="t", max_text_length=100, query_analysis="tagged")
+    ops = operations.Operations(
+        settings, ModelWork(settings, embedder=embedder, nlp=TaggedApart(events)))
+    ops.models.query_vectors("where is the crate?", 4, ops.models.languages.get())
+    assert events == ["sent", "embed 1", "waited", "analyze", "embed 1"]
+    events.clear()
+    # the full analysis of a query keeps the one-thread embedding beside it
+    full = made(embedder, TaggedApart(events))
+    full.models.query_vectors("where is the crate?", 4, full.models.languages.get())
+    assert events == ["sent", "apart", "embed 1", "waited", "analyze", "embed 1"]
+
+
 def test_an_embedder_that_takes_every_core_embeds_before_an_analysis_in_another_process() -> None:
     ops, events = apart_operations(overlaps=False)
     ops.models.query_vectors("where is the crate?", 4, ops.models.languages.get())
