@@ -635,10 +635,10 @@ class Memory(operations.Configured):
         :meth:`explain_search`), with its parameters inlined: to read, or to run by hand.
         Search runs it as a prepared statement with a generic plan, after
         ``plan_cache_mode = force_generic_plan``, ``jit = off`` and ``enable_seqscan = off``
-        (and, on pgvector >= 0.8, ``hnsw.iterative_scan = relaxed_order`` and
-        ``hnsw.ef_search`` = the over-fetch, at least 40), set locally in the same round trip;
-        EXPLAIN of this text shows a plan made
-        for these values. :meth:`explain_search` shows the plan search runs with.
+        (for a scope of up to 5,000 memories also ``enable_nestloop = off``; on pgvector >=
+        0.8, ``hnsw.iterative_scan = relaxed_order`` and ``hnsw.ef_search`` = the over-fetch,
+        at least 40), set locally in the same round trip; EXPLAIN of this text shows a plan
+        made for these values. :meth:`explain_search` shows the plan search runs with.
         """
         return self._call("search_sql", self._ops.search_sql(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,
@@ -665,7 +665,8 @@ class Memory(operations.Configured):
         ``analyze``, the statement runs (``EXPLAIN ANALYZE``): nodes it did not need show
         ``"Actual Loops": 0``. It is the statement for a scope of any size; a scope of up to
         5,000 memories is searched with the same statement without its large-scope lines
-        (``search_small``, :mod:`pgmem.scope_sizes`), whose plan is this one's small-scope part.
+        (``search_small``, :mod:`pgmem.scope_sizes`), planned without nested loops where
+        another join exists: its plan is this one's small-scope part, with hash joins.
         """
         return self._call("explain_search", self._ops.explain_search(
             query, user_id=user_id, agent_id=agent_id, run_id=run_id, limit=limit,

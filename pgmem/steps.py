@@ -347,7 +347,7 @@ def search_batch(
     the statement's rows from their results. ``small``: the statement for a scope read row by
     row (:mod:`pgmem.scope_sizes`)."""
     plan = _plan(inputs, capabilities)
-    settings = search_settings(store, inputs.request, capabilities)
+    settings = search_settings(store, inputs.request, capabilities, small=small)
     statements: list[Statement[Any]] = [
         *settings, store.search(plan.params, inputs.request.condition, small=small)
     ]
@@ -359,18 +359,21 @@ def search_batch(
 
 
 def search_settings(
-    store: Store, request: SearchRequest, capabilities: ServerCapabilities
+    store: Store, request: SearchRequest, capabilities: ServerCapabilities, *,
+    small: bool = False,
 ) -> list[Statement[None]]:
-    """The statements setting what the search statement runs with (on Citus, where the worker
-    runs it, ``SET LOCAL`` commands Citus copies there: set_config's values stay on the
-    coordinator, and the worker would search without iterative scans, with ef_search 40)."""
+    """The statements setting what the search statement (``small``: the small-scope one) runs
+    with (on Citus, where the worker runs it, ``SET LOCAL`` commands Citus copies there:
+    set_config's values stay on the coordinator, and the worker would search without iterative
+    scans, with ef_search 40)."""
     # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to pgvector's
     # maximum, beyond which the iterative scan goes on fetching -- and never below pgvector's
     # default, MIN_EF_SEARCH: with 20 (a limit of 10) a walk through a graph of near-duplicate
     # clusters ended in the wrong cluster about one search in six (tests/test_halfvec.py).
     ef_search = min(max(scoring.internal_limit(request.limit), MIN_EF_SEARCH), MAX_EF_SEARCH)
     return store.search_settings(
-        ef_search if capabilities.iterative_scan else None, citus=capabilities.citus
+        ef_search if capabilities.iterative_scan else None, citus=capabilities.citus,
+        small=small,
     )
 
 

@@ -453,20 +453,22 @@ class Store:
         return self._statement("search", params.row(), "text", str, filters)
 
     def search_settings(
-        self, ef_search: int | None, *, citus: bool = False
+        self, ef_search: int | None, *, citus: bool = False, small: bool = False
     ) -> list[Statement[None]]:
         """The search's settings (see ``search_settings`` in ``sql/queries.sql``), local to the
-        transaction: its generic plan without JIT, and (``ef_search`` given, pgvector >= 0.8)
-        iterative HNSW scans fetching ``ef_search`` rows at first; sent in the same round trip
-        as the search statement, before it. With ``citus``, ``search_settings_citus``: custom
-        plans (Citus routes only those), as ``SET LOCAL`` commands that reach the worker."""
+        transaction: its generic plan without JIT, for the ``small`` statement without nested
+        loops where another join exists, and (``ef_search`` given, pgvector >= 0.8) iterative
+        HNSW scans fetching ``ef_search`` rows at first; sent in the same round trip as the
+        search statement, before it. With ``citus``, ``search_settings_citus``: custom plans
+        (Citus routes only those), as ``SET LOCAL`` commands that reach the worker."""
         if citus:
             name = "search_settings_citus" + ("" if ef_search is not None else "_exact")
             return [
                 Statement(name, command, None, "nothing", _nothing, prepare=False)
                 for command in self.queries.commands(name, ef_search=ef_search)
             ]
-        params: Row = {"plan_cache_mode": "force_generic_plan"}
+        params: Row = {"plan_cache_mode": "force_generic_plan",
+                       "enable_nestloop": "off" if small else None}
         if ef_search is None:
             return [self._statement("search_settings_exact", params, "nothing", _nothing)]
         params["ef_search"] = ef_search

@@ -204,8 +204,12 @@ entity_match AS MATERIALIZED (  -- once: never the inner side of a loop over the
     UNION ALL
     SELECT cardinality(%(entity_embeddings)b::vector[]) + q.n, e.id, e.name, 1::float8
       FROM unnest(%(entity_names)s::text[]) WITH ORDINALITY AS q(name, n)
-      JOIN {schema}.entities e ON e.tenant = %(tenant)s AND e.name = q.name
-     WHERE e.id IN (SELECT l.entity_id FROM scope_links l)
+     CROSS JOIN LATERAL (  -- one probe of entities_name_key a name, whatever the plan's
+            SELECT x.id, x.name  -- settings (LIMIT: a subquery the planner keeps as it is)
+              FROM {schema}.entities x
+             WHERE x.tenant = %(tenant)s AND x.name = q.name
+             LIMIT 1) e
+     WHERE (e.id IN (SELECT l.entity_id FROM scope_links l)) IS TRUE  -- a hashed subplan
 ),
 entity_links AS MATERIALIZED (
     SELECT l.memory_id AS id, em.query_entity, em.entity_id, em.name, em.similarity
@@ -1053,11 +1057,17 @@ SELECT c.oid::regconfig::text AS name FROM pg_ts_config c ORDER BY 1
 -- jit_above_cost on a large table: 60 ms of compiling per call at 1M rows) and without
 -- sequential scans where another path exists: a generic plan estimates a scope at
 -- 1/n_distinct of the table, so with a handful of scopes it read every scope's rows to search
--- one (the whole table; with 5 LoCoMo conversations, 5x the scope); and (pgvector >= 0.8)
--- iterative HNSW scans, with ef_search at the semantic leg's over-fetch.
+-- one (the whole table; with 5 LoCoMo conversations, 5x the scope); for the small-scope
+-- statement (%(enable_nestloop)s 'off'; NULL: as it is), no nested loops where another join
+-- exists: a generic plan made before the tables' first ANALYZE estimates each CTE at a row or
+-- two, and joined the candidates to their entity hits in a loop (candidates x hits: 20,000
+-- comparisons at 400 memories), which hash joins do in one pass (its only loops are LATERAL);
+-- and (pgvector >= 0.8) iterative HNSW scans, with ef_search at the semantic leg's over-fetch.
 SELECT set_config('plan_cache_mode', %(plan_cache_mode)s::text, true),
        set_config('jit', 'off', true),
        set_config('enable_seqscan', 'off', true),
+       set_config('enable_nestloop',
+                  coalesce(%(enable_nestloop)s::text, current_setting('enable_nestloop')), true),
        set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', %(ef_search)s::text, true)
 
@@ -1066,7 +1076,9 @@ SELECT set_config('plan_cache_mode', %(plan_cache_mode)s::text, true),
 -- exactly).
 SELECT set_config('plan_cache_mode', %(plan_cache_mode)s::text, true),
        set_config('jit', 'off', true),
-       set_config('enable_seqscan', 'off', true)
+       set_config('enable_seqscan', 'off', true),
+       set_config('enable_nestloop',
+                  coalesce(%(enable_nestloop)s::text, current_setting('enable_nestloop')), true)
 
 -- name: search_settings_citus
 -- search_settings on Citus, whose worker runs the search statement and never sees what
@@ -1099,6 +1111,7 @@ SELECT set_config('pgmem.caller_settings', json_build_object(
            'plan_cache_mode', current_setting('plan_cache_mode'),
            'jit', current_setting('jit'),
            'enable_seqscan', current_setting('enable_seqscan'),
+           'enable_nestloop', current_setting('enable_nestloop'),
            'hnsw.iterative_scan', current_setting('hnsw.iterative_scan', true),
            'hnsw.ef_search', current_setting('hnsw.ef_search', true),
            'citus.propagate_set_commands',

@@ -106,11 +106,11 @@ PAGES_WITH_CODE = [p for p in PAGES if python_blocks(p)]
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: p.name)
-def test_the_pages_python_runs_as_written(page: Path, db_dsn: str) -> None:
+def test_the_pages_python_runs_as_written(page: Path, db_dsn: str, tmp_path: Path) -> None:
     env = {**os.environ, "PGMEM_DSN": db_dsn, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
+    result = subprocess.run(  # in a folder of its own: a block may write files (an export)
         [sys.executable, "-c", script(page), db_dsn], env=env, capture_output=True, text=True,
-        timeout=600, check=False,
+        timeout=600, check=False, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
 

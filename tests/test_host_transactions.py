@@ -140,7 +140,8 @@ def test_writes_commit_or_roll_back_with_the_host_transaction(
 # What the search sets for its own statement (search_settings in sql/queries.sql), each first
 # given a value of the caller's own in its transaction: after a search, the caller reads its own.
 CALLER_SETTINGS = {
-    "enable_seqscan": "on", "jit": "on", "plan_cache_mode": "force_custom_plan",
+    "enable_seqscan": "on", "enable_nestloop": "on", "jit": "on",
+    "plan_cache_mode": "force_custom_plan",
     "hnsw.iterative_scan": "off", "hnsw.ef_search": "123",
 }
 SET_CALLER_SETTINGS = "SELECT " + ", ".join(

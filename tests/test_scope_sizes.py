@@ -190,3 +190,49 @@ def test_on_a_table_without_statistics_the_entity_matches_are_made_once(
     entities = len(statement.params["entity_embeddings"])
     assert entities == 3 and sorts
     assert sum(n["Actual Loops"] for n in sorts) == entities
+
+
+def test_on_a_table_without_statistics_the_candidates_meet_their_signals_by_hash(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A generic plan made before the tables have statistics estimates each CTE at a row or
+    two; under pgmem's settings as they were, it joined the candidates to their entity hits in
+    a loop, each candidate compared with every hit (20,000 comparisons, a third of the
+    statement's time at 400 memories). Under the settings the small statement is sent with,
+    every join of two row sets is hashed: no row is compared with one it does not match."""
+    settings: list[Statement[Any]] = []
+    search_settings = Store.search_settings
+
+    def spy(store: Store, *args: Any, **kwargs: Any) -> list[Statement[Any]]:
+        settings[:] = search_settings(store, *args, **kwargs)
+        return settings
+
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as memory:
+        memory.add_many(TEXTS, user_id="u1")
+        sent = Sent(monkeypatch)
+        monkeypatch.setattr(Store, "search_settings", spy)
+        assert memory.search("Did Caroline meet Melanie or Jon in Paris?", user_id="u1")
+    (statement,) = sent.statements
+    assert statement.name == "search_small" and settings
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        register_vector(conn)
+        assert conn.execute(
+            "SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = 'pgmem'"
+            " AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)"
+        ).fetchone() == (0,)
+        cursor = psycopg.ClientCursor(conn)
+        prepare, explain, deallocate = explain_statements(
+            cursor, Statement("explained", statement.query, statement.params, "analyze", dict)
+        )
+        with conn.transaction():
+            for setting in settings:
+                conn.execute(setting.query, setting.params)
+            conn.execute(prepare)
+            row = conn.execute(explain).fetchone()
+            conn.execute(deallocate)
+    assert row is not None
+    nodes = list(plan_nodes(row[0][0]["Plan"]))
+    hits = [n for n in nodes if n.get("CTE Name") == "entity_hits"]
+    assert hits and all(n["Actual Rows"] >= 2 for n in hits)  # hits enough to loop over
+    assert sum(n.get("Rows Removed by Join Filter", 0) for n in nodes) == 0
