@@ -152,10 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                        for size in sizes}
         with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
             register_vector(conn)
-            # as pgmem runs its search statements (pgmem.steps.search_settings)
+            # as pgmem runs its small-scope statement (pgmem.steps.search_settings)
             conn.execute("SET plan_cache_mode = force_generic_plan")
             conn.execute("SET jit = off")
             conn.execute("SET enable_seqscan = off")
+            conn.execute("SET enable_nestloop = off")
             runs = [(name, [(vary(query.as_string(conn)), params) for query, params in made])
                     for name, vary in VARIANTS.items()]
             runs.append((FLOOR, [(BARE_TOP_20, params) for _, params in made]))
