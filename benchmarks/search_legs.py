@@ -9,8 +9,9 @@ The first ``--memories`` dialogue turns of each chosen conversation are stored i
 database (one user per conversation, the default models). For each question (in its
 conversation's scope, ``limit=20``) pgmem builds its ``search_small`` statement and parameters
 as a search would (the query's analysis and vectors made once, beforehand); then the statement
-and its variants run on one connection, prepared, with a generic plan and without JIT as pgmem
-runs them, taking turns question by question over ``--rounds`` timed passes after one to warm
+and its variants run on one connection, prepared, in one transaction after the settings pgmem
+sends before it (a generic plan, no JIT, no sequential scans or nested loops where another path
+exists), taking turns question by question over ``--rounds`` timed passes after one to warm
 up. Each variant switches one part off by editing the statement's text: the entity leg (no
 links read), the keyword leg (no document matches), the neighbour step (no pairs), or the
 window that gives each row of the scope its neighbours. Beside them, the floor's statement: a
@@ -42,6 +43,7 @@ from benchmarks import dialogues
 from benchmarks.database import scratch_database, server_dsn
 from pgmem.builders import search_plan
 from pgmem.memory import run
+from pgmem.store import execute
 
 
 def switched(old: str, new: str) -> Callable[[str], str]:
@@ -150,13 +152,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             made = statements(memory, asked)
             by_size = {size: statements(memory, [(q, f"size-{size}") for q, _ in asked])
                        for size in sizes}
-        with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+            # the settings pgmem sends before its small-scope statement (its HNSW settings
+            # aside: a small scope is read row by row)
+            settings = memory._ops.store.search_settings(None, small=True)
+        # one transaction, to which the settings are local
+        with psycopg.connect(dsn, row_factory=dict_row) as conn:
             register_vector(conn)
-            # as pgmem runs its small-scope statement (pgmem.steps.search_settings)
-            conn.execute("SET plan_cache_mode = force_generic_plan")
-            conn.execute("SET jit = off")
-            conn.execute("SET enable_seqscan = off")
-            conn.execute("SET enable_nestloop = off")
+            for setting in settings:
+                execute(conn, setting)
             runs = [(name, [(vary(query.as_string(conn)), params) for query, params in made])
                     for name, vary in VARIANTS.items()]
             runs.append((FLOOR, [(BARE_TOP_20, params) for _, params in made]))

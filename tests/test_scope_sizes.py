@@ -155,39 +155,72 @@ def test_the_small_statement_is_the_search_statement_without_its_large_scope_blo
     assert any("AS scope_size" in line for line in small)
 
 
+def search_on_unanalysed_tables(
+    db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
+    monkeypatch: pytest.MonkeyPatch, query: str,
+) -> tuple[Statement[Any], list[Statement[Any]]]:
+    """The small-scope statement a search of ``query`` sent, and the settings sent before it,
+    in a scope of TEXTS whose tables have no statistics yet (as an application that loads
+    memories and searches at once meets them)."""
+    settings: list[Statement[Any]] = []
+    search_settings = Store.search_settings
+
+    def spy(store: Store, *args: Any, **kwargs: Any) -> list[Statement[Any]]:
+        settings[:] = search_settings(store, *args, **kwargs)
+        return settings
+
+    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as memory:
+        memory.add_many(TEXTS, user_id="u1")
+        sent = Sent(monkeypatch)
+        monkeypatch.setattr(Store, "search_settings", spy)
+        assert memory.search(query, user_id="u1")
+    (statement,) = sent.statements
+    assert statement.name == "search_small" and settings
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = 'pgmem'"
+            " AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)"
+        ).fetchone() == (0,)
+    return statement, settings
+
+
+def explained(
+    db_dsn: str, statement: Statement[Any], settings: list[tuple[str | sql.Composable, Any]]
+) -> list[dict[str, Any]]:
+    """The nodes of ``statement``'s EXPLAIN ANALYZE, prepared (a generic plan under
+    ``settings``: statements and their parameters, run first in the same transaction)."""
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        register_vector(conn)
+        cursor = psycopg.ClientCursor(conn)
+        prepare, explain, deallocate = explain_statements(
+            cursor, Statement("explained", statement.query, statement.params, "analyze", dict)
+        )
+        with conn.transaction():
+            for query, params in settings:
+                conn.execute(query, params)  # type: ignore[arg-type]
+            conn.execute(prepare)
+            row = conn.execute(explain).fetchone()
+            conn.execute(deallocate)
+    assert row is not None
+    return list(plan_nodes(row[0][0]["Plan"]))
+
+
 def test_on_a_table_without_statistics_the_entity_matches_are_made_once(
     db_dsn: str, embedder: pgmem.SentenceTransformerEmbedder, analyzer: pgmem.TextAnalyzer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A generic plan made before the table has statistics once re-ran each query entity's
     match (a sort of the scope's entities) for every entity link of the scope: 40 ms of a
-    search of 419 memories. The matches are a CTE of their own, made once."""
-    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as memory:
-        memory.add_many(TEXTS, user_id="u1")
-        sent = Sent(monkeypatch)
-        assert memory.search("Did Caroline meet Melanie in Paris?", user_id="u1")
-    (statement,) = sent.statements
-    assert statement.name == "search_small"
-    with psycopg.connect(db_dsn, autocommit=True) as conn:
-        register_vector(conn)
-        assert conn.execute(
-            "SELECT last_analyze, last_autoanalyze FROM pg_stat_user_tables"
-            " WHERE relname = 'memory_entities'"
-        ).fetchone() == (None, None)
-        cursor = psycopg.ClientCursor(conn)
-        prepare, explain, deallocate = explain_statements(
-            cursor, Statement("explained", statement.query, statement.params, "analyze", dict)
-        )
-        with conn.transaction():
-            conn.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
-            conn.execute(prepare)
-            row = conn.execute(explain).fetchone()
-            conn.execute(deallocate)
-    assert row is not None
+    search of 419 memories. The matches are a CTE of their own, made once (whatever the other
+    settings: here a generic plan alone)."""
+    statement, _ = search_on_unanalysed_tables(
+        db_dsn, embedder, analyzer, monkeypatch, "Did Caroline meet Melanie in Paris?")
+    nodes = explained(db_dsn, statement, [
+        ("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)", None)])
     # Each query entity's match: a sort of the scope's entities by distance.
-    sorts = [n for n in plan_nodes(row[0][0]["Plan"]) if n["Node Type"] == "Sort"
+    sorts = [n for n in nodes if n["Node Type"] == "Sort"
              and any(c.get("CTE Name") == "scope_entities" for c in plan_nodes(n))]
-    entities = len(statement.params["entity_embeddings"])
+    entities = len((statement.params or {})["entity_embeddings"])
     assert entities == 3 and sorts
     assert sum(n["Actual Loops"] for n in sorts) == entities
 
@@ -201,38 +234,9 @@ def test_on_a_table_without_statistics_the_candidates_meet_their_signals_by_hash
     a loop, each candidate compared with every hit (20,000 comparisons, a third of the
     statement's time at 400 memories). Under the settings the small statement is sent with,
     every join of two row sets is hashed: no row is compared with one it does not match."""
-    settings: list[Statement[Any]] = []
-    search_settings = Store.search_settings
-
-    def spy(store: Store, *args: Any, **kwargs: Any) -> list[Statement[Any]]:
-        settings[:] = search_settings(store, *args, **kwargs)
-        return settings
-
-    with pgmem.Memory(db_dsn, embedder=embedder, nlp=analyzer) as memory:
-        memory.add_many(TEXTS, user_id="u1")
-        sent = Sent(monkeypatch)
-        monkeypatch.setattr(Store, "search_settings", spy)
-        assert memory.search("Did Caroline meet Melanie or Jon in Paris?", user_id="u1")
-    (statement,) = sent.statements
-    assert statement.name == "search_small" and settings
-    with psycopg.connect(db_dsn, autocommit=True) as conn:
-        register_vector(conn)
-        assert conn.execute(
-            "SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = 'pgmem'"
-            " AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)"
-        ).fetchone() == (0,)
-        cursor = psycopg.ClientCursor(conn)
-        prepare, explain, deallocate = explain_statements(
-            cursor, Statement("explained", statement.query, statement.params, "analyze", dict)
-        )
-        with conn.transaction():
-            for setting in settings:
-                conn.execute(setting.query, setting.params)
-            conn.execute(prepare)
-            row = conn.execute(explain).fetchone()
-            conn.execute(deallocate)
-    assert row is not None
-    nodes = list(plan_nodes(row[0][0]["Plan"]))
+    statement, settings = search_on_unanalysed_tables(
+        db_dsn, embedder, analyzer, monkeypatch, "Did Caroline meet Melanie or Jon in Paris?")
+    nodes = explained(db_dsn, statement, [(s.query, s.params) for s in settings])
     hits = [n for n in nodes if n.get("CTE Name") == "entity_hits"]
     assert hits and all(n["Actual Rows"] >= 2 for n in hits)  # hits enough to loop over
     assert sum(n.get("Rows Removed by Join Filter", 0) for n in nodes) == 0
