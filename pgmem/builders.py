@@ -29,6 +29,7 @@ from pgmem.errors import (
 )
 from pgmem.languages import TextSearch
 from pgmem.nlp import Analysis, Entity, or_tsquery
+from pgmem.queries import NO_FILTER
 from pgmem.results import (
     AddResult,
     EntityHit,
@@ -155,6 +156,7 @@ def search_plan(inputs: SearchInputs, *, exact_scan: bool) -> SearchPlan:
         params=SearchParams(
             scope=request.scope,
             filter_params=request.filter_params,
+            filtered=request.condition is not NO_FILTER,
             embedding=vectors[0],
             semantic_limit=internal_limit if "semantic" in legs else 0,
             keyword_limit=internal_limit if "keyword" in legs else 0,

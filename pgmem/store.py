@@ -224,6 +224,9 @@ class SearchParams:
     scope: Scope
     #: The compiled metadata filter's parameters (:func:`pgmem.filters.compile_filters`).
     filter_params: Mapping[str, Any]
+    #: Whether the call has a metadata filter (a large scope's entity links are then checked
+    #: against the memories it keeps; without one, their own scope ids suffice).
+    filtered: bool
     embedding: npt.NDArray[np.float32]
     semantic_limit: int
     keyword_limit: int

@@ -160,30 +160,35 @@ keyword AS MATERIALIZED (  -- n: the rank in the leg, numbered after the top-N s
              ORDER BY score DESC, k.id
              LIMIT %(keyword_limit)s) t
 ),
--- Entity leg, driven from the scope: the scope's links (read once), the entities they reach
--- (fetched by key), each query entity compared exactly with those (its nearest ones with
--- similarity >= the minimum), and the links of the matches. Its cost follows the scope, not the
--- tenant's entity table, and needs no iterative scan, so every pgvector version takes this path.
+-- Entity leg, driven from the scope: the entities the scope links (fetched by key), each query
+-- entity compared exactly with those (its nearest ones with similarity >= the minimum), and the
+-- scope's links of the matches. Its cost follows the scope, not the tenant's entity table, and
+-- needs no iterative scan, so every pgvector version takes this path. A small scope's links
+-- are read once (scope_links, on the index of a scope id: each link carries its memory's
+-- scope ids) and serve both ends; a large scope's are read once for the entities they reach
+-- (large_scope_entity_ids), and the matches' links by entity (large_scope_entity_links).
 -- The query's candidate names (%(entity_names)s, pgmem.query_analysis) are looked up by name
 -- (entities_name_key) and kept when the scope links them: an exact match, similarity 1.
 scope_links AS MATERIALIZED (
-    SELECT l.memory_id, l.entity_id
-      FROM ((SELECT m.memory_id, m.entity_id  -- a small scope: by the index of a scope id
-               FROM {schema}.memory_entities m
-              WHERE m.tenant = %(tenant)s {scope_ids}
-                -- the metadata filter, as a hashed subplan (IS TRUE: not a join, which a
-                -- table without statistics yet had planned as a nested loop over scope_rows)
-                AND (m.memory_id IN (SELECT r.id FROM scope_rows r)) IS TRUE)
-            {large_scope_scope_links}
-           ) l
-     WHERE cardinality(%(entity_embeddings)b::vector[]) > 0
-        OR cardinality(%(entity_names)s::text[]) > 0
+    SELECT m.memory_id, m.entity_id
+      FROM {schema}.memory_entities m
+     WHERE (cardinality(%(entity_embeddings)b::vector[]) > 0
+            OR cardinality(%(entity_names)s::text[]) > 0)
+       AND (SELECT n FROM scope_size) <= %(scan_rows)s
+       AND m.tenant = %(tenant)s {scope_ids}
+       -- the metadata filter, as a hashed subplan (IS TRUE: not a join, which a table without
+       -- statistics yet had planned as a nested loop over scope_rows)
+       AND (m.memory_id IN (SELECT r.id FROM scope_rows r)) IS TRUE
+),
+scope_entity_ids AS MATERIALIZED (
+    SELECT DISTINCT l.entity_id FROM scope_links l
+    {large_scope_entity_ids}
 ),
 scope_entities AS MATERIALIZED (
     SELECT e.id, e.name, e.embedding
       FROM {schema}.entities e
      WHERE cardinality(%(entity_embeddings)b::vector[]) > 0 AND e.tenant = %(tenant)s
-       AND e.id = ANY (ARRAY(SELECT DISTINCT l.entity_id FROM scope_links l))
+       AND e.id = ANY (ARRAY(SELECT s.entity_id FROM scope_entity_ids s))
 ),
 entity_match AS MATERIALIZED (  -- once: never the inner side of a loop over the links
     SELECT q.n AS query_entity, e.id AS entity_id, e.name, e.similarity
@@ -209,12 +214,13 @@ entity_match AS MATERIALIZED (  -- once: never the inner side of a loop over the
               FROM {schema}.entities x
              WHERE x.tenant = %(tenant)s AND x.name = q.name
              LIMIT 1) e
-     WHERE (e.id IN (SELECT l.entity_id FROM scope_links l)) IS TRUE  -- a hashed subplan
+     WHERE (e.id IN (SELECT s.entity_id FROM scope_entity_ids s)) IS TRUE  -- a hashed subplan
 ),
 entity_links AS MATERIALIZED (
     SELECT l.memory_id AS id, em.query_entity, em.entity_id, em.name, em.similarity
       FROM entity_match em
       JOIN scope_links l ON l.entity_id = em.entity_id
+    {large_scope_entity_links}
 ),
 -- The spread of a link: the memories of the scope the query entity reaches through matches at
 -- least as similar as this one. Near-duplicate names ("Melanie", "Hi Melanie", "Mel") then
@@ -364,13 +370,35 @@ UNION ALL
     AND m.ts_config = %(ts_config)s::text
     AND m.tenant = %(tenant)s COLLATE "C" AND ({scope}) IS TRUE)
 
--- name: large_scope_scope_links
--- A large scope's entity links: from its memories.
+-- name: large_scope_entity_ids
+-- The entities a large scope links: one index range of its links (each carries its memory's
+-- scope ids). With a metadata filter (%(filtered)s), those of the memories it keeps only: a
+-- hashed subplan over the scope's memories (whose alias m is the statement's {scope}'s).
+UNION
+SELECT m.entity_id
+  FROM {schema}.memory_entities m
+ WHERE (cardinality(%(entity_embeddings)b::vector[]) > 0
+        OR cardinality(%(entity_names)s::text[]) > 0)
+   AND (SELECT n FROM scope_size) > %(scan_rows)s
+   AND m.tenant = %(tenant)s {scope_ids}
+   AND (NOT %(filtered)s::boolean
+        OR (m.memory_id IN (SELECT m.id FROM {schema}.memories m WHERE {scope})) IS TRUE)
+
+-- name: large_scope_entity_links
+-- A large scope's links of the matched entities: read by entity (memory_entities_entity_idx),
+-- one probe a match (OFFSET 0: not turned into a join over the tenant's links), those with
+-- the scope's ids kept (and, with a metadata filter, those of the memories it keeps).
 UNION ALL
-(SELECT me.memory_id, me.entity_id
-   FROM {schema}.memories m
-   JOIN {schema}.memory_entities me ON me.tenant = m.tenant AND me.memory_id = m.id
-  WHERE (SELECT n FROM scope_size) > %(scan_rows)s AND {scope})
+SELECT l.memory_id, em.query_entity, em.entity_id, em.name, em.similarity
+  FROM entity_match em
+ CROSS JOIN LATERAL (
+        SELECT m.memory_id
+          FROM {schema}.memory_entities m
+         WHERE (SELECT n FROM scope_size) > %(scan_rows)s
+           AND m.tenant = %(tenant)s AND m.entity_id = em.entity_id {scope_ids}
+           AND (NOT %(filtered)s::boolean
+                OR (m.memory_id IN (SELECT m.id FROM {schema}.memories m WHERE {scope})) IS TRUE)
+        OFFSET 0) l
 
 -- name: large_scope_leg_best_stored
 -- A CTE of its own: when each of the legs' best was stored, for large_scope_neighbours.
@@ -410,13 +438,19 @@ SELECT l.id, n.id, n.distance
                  LIMIT %(neighbour_window)s) a) n
 
 -- name: large_scope_candidates
--- A large scope's other candidates: fetched by key.
+-- A large scope's other candidates: fetched by key, one probe each (LIMIT: not turned into a
+-- join over the tenant's rows, which a generic plan had read whole to hash them).
 UNION ALL
 SELECT m.id, m.user_id, m.agent_id, m.run_id, m.text, m.metadata, m.created_at,
        m.updated_at, m.namespace, m.key, m.ttl_minutes,
        1 - (m.embedding <=> %(embedding)s::vector), FALSE
   FROM others o
-  JOIN {schema}.memories m ON m.tenant = %(tenant)s AND m.id = o.id
+ CROSS JOIN LATERAL (
+        SELECT x.id, x.user_id, x.agent_id, x.run_id, x.text, x.metadata, x.created_at,
+               x.updated_at, x.namespace, x.key, x.ttl_minutes, x.embedding
+          FROM {schema}.memories x
+         WHERE x.tenant = %(tenant)s AND x.id = o.id
+         LIMIT 1) m
  WHERE (SELECT n FROM scope_size) > %(scan_rows)s
 
 -- name: lock_contents

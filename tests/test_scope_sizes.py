@@ -125,6 +125,31 @@ def test_both_statements_answer_a_small_scope_alike(memory: pgmem.Memory) -> Non
     assert all(small.values())
 
 
+def test_a_large_scope_counts_only_the_entity_links_a_filter_keeps(
+    memory: pgmem.Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large scope's entity leg reads its links by their own scope ids; with a metadata
+    filter it keeps those of the memories the filter keeps, as a small scope's does: the
+    same hits, and each name's spread counts the kept memories only."""
+    trips = ["alps", "home", "paris", "paris", "paris"]
+    memory.add_many([{"text": text, "user_id": "u1", "metadata": {"trip": trip}}
+                     for text, trip in zip(TEXTS[:5], trips)])
+
+    def searched(scan_rows: int) -> list[tuple[Any, ...]]:
+        monkeypatch.setattr(builders, "SCOPE_SCAN_ROWS", scan_rows)
+        hits = memory.search("What did Caroline and Melanie do?", user_id="u1",
+                             filters={"trip": {"in": ["alps", "home", "paris"]}}, limit=3)
+        kept = memory.search("What did Caroline and Melanie do?", user_id="u1",
+                             filters={"trip": {"in": ["alps", "home"]}})
+        return [(h.id, round(h.score, 6), [(e.name, e.spread) for e in h.explain.entity_hits])
+                for h in (*hits, *kept)]
+
+    small, large = searched(5_000), searched(0)  # every scope small, then every scope large
+    assert small == large
+    spreads = {name: spread for *_, hits in large[3:] for name, spread in hits}
+    assert spreads == {"caroline": 1, "melanie": 1}, spreads  # not 2 each: one of each is in Paris
+
+
 def test_large_scopes_remembers_the_newest_up_to_its_capacity() -> None:
     scopes = LargeScopes(capacity=2)
     scopes.note("a", 11, 10)
@@ -143,7 +168,7 @@ def test_the_small_statement_is_the_search_statement_without_its_large_scope_blo
     whole, small = ([line for line in queries.get(name, NO_FILTER, ["user_id"]).as_string(None)
                      .splitlines() if line.strip()] for name in ("search", "search_small"))
     fragments = [name for name in sql_blocks() if name.startswith("large_scope_")]
-    assert len(fragments) == 7 and all(f"{{{name}}}" in sql_blocks()["search"]
+    assert len(fragments) == 8 and all(f"{{{name}}}" in sql_blocks()["search"]
                                        for name in fragments)
     assert not any("{large_scope_" in line for line in whole)  # every fragment composed in
     assert set(small) < set(whole)

@@ -93,7 +93,8 @@ def test_only_pgmem_queries_reads_the_sql_files() -> None:
 
 def test_the_search_params_are_the_search_statements_parameters() -> None:
     """SearchParams names every parameter of the search statement besides the scope's and the
-    filter's, and no other (search_small takes all but exact_scan)."""
+    filter's, and no other (search_small takes all but the large scope's: exact_scan, and
+    filtered, which says whether its entity links are checked against a metadata filter)."""
     from dataclasses import fields
 
     from pgmem.store import SearchParams
@@ -104,4 +105,4 @@ def test_the_search_params_are_the_search_statements_parameters() -> None:
             name, NO_FILTER, ["user_id"]).as_string(None))) - {"tenant", "user_id"}
         for name in ("search", "search_small")
     }
-    assert taken == {"search": own, "search_small": own - {"exact_scan"}}
+    assert taken == {"search": own, "search_small": own - {"exact_scan", "filtered"}}
