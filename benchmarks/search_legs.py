@@ -82,19 +82,21 @@ BARE_TOP_20 = (
 
 
 def statements(
-    memory: pgmem.Memory, asked: Sequence[tuple[str, str]]
+    memory: pgmem.Memory, asked: Sequence[tuple[str, str]], *, limit: int = 20,
+    small: bool = True,
 ) -> list[tuple[Any, dict[str, Any]]]:
-    """Each question's ``search_small`` statement and parameters, as a search makes them."""
+    """Each question's ``search_small`` statement (``search`` without ``small``) and
+    parameters, as a search makes them."""
     ops = memory._ops
     made = []
     for question, user in asked:
         request = ops._search_request(
-            question, user_id=user, agent_id=None, run_id=None, limit=20, threshold=0.1,
+            question, user_id=user, agent_id=None, run_id=None, limit=limit, threshold=0.1,
             filters=None, mode="hybrid", legs=None,
         )
         inputs = run(memory._connector, ops.search_inputs(request))
         statement = ops.store.search(
-            search_plan(inputs, exact_scan=False).params, request.condition, small=True
+            search_plan(inputs, exact_scan=False).params, request.condition, small=small
         )
         made.append((statement.query, dict(statement.params or {})))
     return made

@@ -169,6 +169,7 @@ keyword AS MATERIALIZED (  -- n: the rank in the leg, numbered after the top-N s
 -- (large_scope_entity_ids), and the matches' links by entity (large_scope_entity_links).
 -- The query's candidate names (%(entity_names)s, pgmem.query_analysis) are looked up by name
 -- (entities_name_key) and kept when the scope links them: an exact match, similarity 1.
+{large_scope_kept_ids}
 scope_links AS MATERIALIZED (
     SELECT m.memory_id, m.entity_id
       FROM {schema}.memory_entities m
@@ -370,10 +371,19 @@ UNION ALL
     AND m.ts_config = %(ts_config)s::text
     AND m.tenant = %(tenant)s COLLATE "C" AND ({scope}) IS TRUE)
 
+-- name: large_scope_kept_ids
+-- A CTE of its own: the memories of a large scope that a metadata filter keeps (%(filtered)s),
+-- read once for large_scope_entity_ids and large_scope_entity_links, as a hashed subplan;
+-- without a filter, never read.
+kept_ids AS MATERIALIZED (
+    SELECT m.id
+      FROM {schema}.memories m
+     WHERE %(filtered)s::boolean AND (SELECT n FROM scope_size) > %(scan_rows)s AND {scope}
+),
+
 -- name: large_scope_entity_ids
 -- The entities a large scope links: one index range of its links (each carries its memory's
--- scope ids). With a metadata filter (%(filtered)s), those of the memories it keeps only: a
--- hashed subplan over the scope's memories (whose alias m is the statement's {scope}'s).
+-- scope ids); with a metadata filter, those of the memories it keeps only (kept_ids).
 UNION
 SELECT m.entity_id
   FROM {schema}.memory_entities m
@@ -381,8 +391,7 @@ SELECT m.entity_id
         OR cardinality(%(entity_names)s::text[]) > 0)
    AND (SELECT n FROM scope_size) > %(scan_rows)s
    AND m.tenant = %(tenant)s {scope_ids}
-   AND (NOT %(filtered)s::boolean
-        OR (m.memory_id IN (SELECT m.id FROM {schema}.memories m WHERE {scope})) IS TRUE)
+   AND (NOT %(filtered)s::boolean OR (m.memory_id IN (SELECT k.id FROM kept_ids k)) IS TRUE)
 
 -- name: large_scope_entity_links
 -- A large scope's links of the matched entities: read by entity (memory_entities_entity_idx),
@@ -397,7 +406,7 @@ SELECT l.memory_id, em.query_entity, em.entity_id, em.name, em.similarity
          WHERE (SELECT n FROM scope_size) > %(scan_rows)s
            AND m.tenant = %(tenant)s AND m.entity_id = em.entity_id {scope_ids}
            AND (NOT %(filtered)s::boolean
-                OR (m.memory_id IN (SELECT m.id FROM {schema}.memories m WHERE {scope})) IS TRUE)
+                OR (m.memory_id IN (SELECT k.id FROM kept_ids k)) IS TRUE)
         OFFSET 0) l
 
 -- name: large_scope_leg_best_stored

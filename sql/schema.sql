@@ -50,10 +50,15 @@ ALTER TABLE pgmem.memories SET (toast_tuple_target = 8160);
 CREATE INDEX memories_embedding_idx ON pgmem.memories USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX memories_lexemes_idx ON pgmem.memories USING gin (lexemes);
 -- A scope's memories by scope id, in get_all's page order (created_at, id): a page is one
--- index range from its cursor, never a sort of the scope.
-CREATE INDEX memories_user_idx ON pgmem.memories (tenant, user_id, created_at, id);
-CREATE INDEX memories_agent_idx ON pgmem.memories (tenant, agent_id, created_at, id);
-CREATE INDEX memories_run_idx ON pgmem.memories (tenant, run_id, created_at, id);
+-- index range from its cursor, never a sort of the scope. Each memory's length is included
+-- (0011): a large scope's BM25 statistics (its size and average length) are one index-only
+-- range, not a read of its every row.
+CREATE INDEX memories_user_idx ON pgmem.memories (tenant, user_id, created_at, id)
+    INCLUDE (lexeme_count);
+CREATE INDEX memories_agent_idx ON pgmem.memories (tenant, agent_id, created_at, id)
+    INCLUDE (lexeme_count);
+CREATE INDEX memories_run_idx ON pgmem.memories (tenant, run_id, created_at, id)
+    INCLUDE (lexeme_count);
 CREATE INDEX memories_content_hash_idx ON pgmem.memories (tenant, content_hash);
 -- A store item by namespace and key; a namespace prefix is one range of it.
 CREATE UNIQUE INDEX memories_item_key ON pgmem.memories (tenant, namespace, key)

@@ -168,7 +168,7 @@ def test_the_small_statement_is_the_search_statement_without_its_large_scope_blo
     whole, small = ([line for line in queries.get(name, NO_FILTER, ["user_id"]).as_string(None)
                      .splitlines() if line.strip()] for name in ("search", "search_small"))
     fragments = [name for name in sql_blocks() if name.startswith("large_scope_")]
-    assert len(fragments) == 8 and all(f"{{{name}}}" in sql_blocks()["search"]
+    assert len(fragments) == 9 and all(f"{{{name}}}" in sql_blocks()["search"]
                                        for name in fragments)
     assert not any("{large_scope_" in line for line in whole)  # every fragment composed in
     assert set(small) < set(whole)
