@@ -62,7 +62,7 @@ conversations, `--conversations dev`.
 The machine had 2 cores and other work running, so every figure that matters is a **ratio
 against a baseline measured in the same run, on the same table**, and every time is a **median**
 (p50) or a 95th percentile over many calls; absolute milliseconds are given for scale only.
-torch runs on one thread in every benchmark process. `latency` and `scale` take
+torch runs on one thread in every benchmark process. `latency`, `scale` and `large_scope` take
 `--compare PATH` to time another search statement beside pgmem's on the same table (and check
 that it returns the same rows), e.g. an older revision's:
 `git show d8ae5ca:sql/queries.sql > /tmp/search_d8ae5ca.sql`.
