@@ -45,18 +45,15 @@ from psycopg.rows import dict_row
 import pgmem
 from benchmarks import dialogues
 from benchmarks.database import scratch_database, server_dsn
+from benchmarks.latency import BARE, comparable, other_params, other_statement
 from benchmarks.report import p50, p95, table
 from benchmarks.search_legs import statements
 from pgmem import builders
 from pgmem.embedding import QUERY, embed_kind
-from pgmem.queries import NO_FILTER, Queries, named_blocks
+from pgmem.steps import ef_search
 from pgmem.store import execute
 
 LIMIT = 10
-BARE_TOP_10 = (
-    "SELECT m.id FROM pgmem.memories m WHERE m.tenant = %(tenant)s AND m.user_id = %(user_id)s"
-    " ORDER BY m.embedding <=> %(embedding)s::vector LIMIT 10"
-)
 
 
 def texts_of(args: argparse.Namespace, count: int) -> list[str]:
@@ -97,19 +94,10 @@ def taking_turns(
     return times
 
 
-ENTITY_ARRAYS = ("entity_names", "entity_similarities", "entity_spreads")
-
-
 def same_rows(conn: psycopg.Connection[Any], one: tuple[str, Any], other: tuple[str, Any]) -> bool:
-    """Whether two (statement, parameters) return the same rows, in any order (a row's entity
-    hits too: three parallel arrays, in any order)."""
-    def rows(call: tuple[str, Any]) -> list[str]:
-        found = conn.execute(call[0], call[1], binary=True).fetchall()
-        for row in found:
-            hits = sorted(zip(*(row[name] or () for name in ENTITY_ARRAYS)))
-            row.update(zip(ENTITY_ARRAYS, map(list, zip(*hits))) if hits else {})
-        return sorted(repr(sorted(row.items())) for row in found)
-    return rows(one) == rows(other)
+    """Whether two (statement, parameters) return the same candidates with the same signals."""
+    return comparable(conn.execute(*one, binary=True).fetchall()) == comparable(
+        conn.execute(*other, binary=True).fetchall())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,20 +124,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute("VACUUM ANALYZE")
             made = statements(memory, [(q, "large") for q in asked], limit=LIMIT, small=False)
-            settings = memory._ops.store.search_settings(40)
+            settings = memory._ops.store.search_settings(ef_search(LIMIT))
             embedder = memory._ops.models.embedder
             with psycopg.connect(dsn, row_factory=dict_row) as conn:
                 register_vector(conn)
                 for setting in settings:  # one transaction, to which they are local
                     execute(conn, setting)
                 calls: dict[str, list[tuple[str, Any]]] = {
-                    "bare top-10 (HNSW)": [(BARE_TOP_10, params) for _, params in made],
+                    "bare top-10 (HNSW)": [(BARE, {**params, "k": LIMIT}) for _, params in made],
                     "pgmem's statement": [(q.as_string(conn), params) for q, params in made],
                 }
                 if args.compare:
-                    other = Queries("pgmem", blocks=named_blocks(args.compare.read_text()))
-                    text = other.get("search", NO_FILTER, ["user_id"]).as_string(conn)
-                    calls[f"statement of {args.compare.name}"] = [(text, p) for _, p in made]
+                    text = other_statement(conn, args.compare)
+                    calls[f"statement of {args.compare.name}"] = [
+                        (text, other_params(text, p)) for _, p in made]
                     differ = sum(not same_rows(conn, a, b) for a, b in zip(
                         calls["pgmem's statement"], calls[f"statement of {args.compare.name}"]))
                     print(f"rows differ from pgmem's statement's on {differ} of {len(made)}")

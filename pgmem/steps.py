@@ -366,15 +366,19 @@ def search_settings(
     with (on Citus, where the worker runs it, ``SET LOCAL`` commands Citus copies there:
     set_config's values stay on the coordinator, and the worker would search without iterative
     scans, with ef_search 40)."""
-    # ef_search bounds what one HNSW scan returns: at least the over-fetch -- up to pgvector's
-    # maximum, beyond which the iterative scan goes on fetching -- and never below pgvector's
-    # default, MIN_EF_SEARCH: with 20 (a limit of 10) a walk through a graph of near-duplicate
-    # clusters ended in the wrong cluster about one search in six (tests/test_halfvec.py).
-    ef_search = min(max(scoring.internal_limit(request.limit), MIN_EF_SEARCH), MAX_EF_SEARCH)
     return store.search_settings(
-        ef_search if capabilities.iterative_scan else None, citus=capabilities.citus,
-        small=small,
+        ef_search(request.limit) if capabilities.iterative_scan else None,
+        citus=capabilities.citus, small=small,
     )
+
+
+def ef_search(limit: int) -> int:
+    """The ``hnsw.ef_search`` of a search of ``limit``: what one HNSW scan returns at first."""
+    # At least the over-fetch -- up to pgvector's maximum, beyond which the iterative scan goes
+    # on fetching -- and never below pgvector's default, MIN_EF_SEARCH: with 20 (a limit of 10)
+    # a walk through a graph of near-duplicate clusters ended in the wrong cluster about one
+    # search in six (tests/test_halfvec.py).
+    return min(max(scoring.internal_limit(limit), MIN_EF_SEARCH), MAX_EF_SEARCH)
 
 
 def explain_search_steps(
