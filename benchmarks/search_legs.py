@@ -60,8 +60,9 @@ def switched(old: str, new: str) -> Callable[[str], str]:
 #: The variants, by what they switch off.
 VARIANTS: dict[str, Callable[[str], str]] = {
     "whole statement": lambda text: text,
-    "without the entity leg": switched(
-        "WHERE cardinality(%(entity_embeddings)b::vector[]) > 0\n        OR", "WHERE false AND"),
+    "without the entity leg": switched(  # scope_links: no link, so no entity matches either
+        "WHERE (cardinality(%(entity_embeddings)b::vector[]) > 0",
+        "WHERE false AND (cardinality(%(entity_embeddings)b::vector[]) > 0"),
     "without the keyword leg": switched(
         "FROM scope_rows r WHERE r.lexemes IS NOT NULL", "FROM scope_rows r WHERE false"),
     "without the neighbour step": switched("WHERE x.wanted AND", "WHERE false AND"),
